@@ -1,0 +1,1 @@
+"""The course tool: ``python -m autograder release|build|grade|feedback``."""

@@ -1,0 +1,72 @@
+"""The ownership manifest: the one place that says which lesson owns what.
+
+Every tool reads it: the stub generator (to name the lesson in a stub's error), the reference
+switch (to name the lesson in its notice), ``python -m autograder build`` (one nbgrader assignment
+per graded lesson, ``Autograde.exclude_overwriting``) and the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One lesson of the course.
+
+    number:   two-digit string, also the prefix of the notebook name ("02").
+    slug:     the nbgrader assignment name ("02_attention").
+    title:    the lesson's title as learners see it.
+    notebook: file name of the notebook, the same in solutions/ and notebooks/.
+    modules:  exercise modules of ``attnlab`` this lesson owns (learners fill them in).
+    points:   total points of the lesson's graded cells; ``build`` checks the notebook agrees.
+    """
+
+    number: str
+    slug: str
+    title: str
+    notebook: str
+    modules: tuple[str, ...] = ()
+    points: float = 0.0
+
+    @property
+    def graded(self) -> bool:
+        return self.points > 0
+
+
+LESSONS: tuple[Lesson, ...] = (
+    Lesson("00", "00_start_here", "Start here", "00_start_here.ipynb"),
+    Lesson(
+        "02",
+        "02_attention",
+        "Scaled dot-product attention",
+        "02_scaled_dot_product_attention.ipynb",
+        modules=("attention",),
+        points=14.0,
+    ),
+)
+
+
+def lesson(key: str) -> Lesson:
+    """Look a lesson up by number ("02"), slug ("02_attention") or owned module ("attention")."""
+    for item in LESSONS:
+        if key in (item.number, item.slug) or key in item.modules:
+            return item
+    known = ", ".join(item.slug for item in LESSONS)
+    raise KeyError(f"no lesson {key!r} in the course manifest; known lessons: {known}")
+
+
+def exercise_modules() -> tuple[str, ...]:
+    """Names of all exercise modules (``attnlab.<name>``), in lesson order."""
+    return tuple(name for item in LESSONS for name in item.modules)
+
+
+def owner(module: str) -> Lesson:
+    """The lesson that owns exercise module ``module``."""
+    for item in LESSONS:
+        if module in item.modules:
+            return item
+    raise KeyError(
+        f"{module!r} is not an exercise module of attnlab; exercise modules: "
+        + ", ".join(exercise_modules())
+    )

@@ -1,0 +1,167 @@
+"""The reference switch: choose, per exercise module, the learner's code or the course's reference.
+
+Each exercise module ``attnlab.<name>`` (see ``attnlab.lessons``) is found, in this order:
+
+1. the course's reference (``solutions/attnlab/<name>.py``) if it was selected, by
+   ``use_reference(...)`` or by the environment variable ``ATTNLAB_REFERENCE`` ("all" or a comma
+   list such as "attention,masking");
+2. a file ``<name>.py`` beside the notebook (the kernel's working directory), as in an nbgrader
+   assignment, where the learner's own copy of the lesson's module sits next to its notebook;
+3. the package's own file, ``src/attnlab/<name>.py``: the learner's work in a clone of the course.
+
+Selecting the reference never copies code: the module is loaded from the reference file under the
+same name, and a notice says so each time it is loaded. ``ATTNLAB_REFERENCE_DIR`` points elsewhere
+than ``solutions/attnlab`` (the grader uses it); ``ATTNLAB_NO_REFERENCE`` lists modules that may not
+be borrowed (the modules a lesson owns while it is being graded).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from attnlab.lessons import exercise_modules, owner
+
+REFERENCE_ENV = "ATTNLAB_REFERENCE"
+REFERENCE_DIR_ENV = "ATTNLAB_REFERENCE_DIR"
+NO_REFERENCE_ENV = "ATTNLAB_NO_REFERENCE"
+
+_PACKAGE = "attnlab"
+_selected: set[str] = set()
+
+
+def _parse(names: str) -> set[str]:
+    wanted = {name.strip() for name in names.split(",") if name.strip()}
+    if "all" in wanted:
+        return set(exercise_modules())
+    unknown = wanted - set(exercise_modules())
+    if unknown:
+        raise ValueError(
+            f"{REFERENCE_ENV} names {sorted(unknown)}, which are not exercise modules; "
+            f"choose from {', '.join(exercise_modules())} or 'all'"
+        )
+    return wanted
+
+
+def reference_dir() -> Path | None:
+    """Folder holding the reference modules, or None where this copy of the course has none."""
+    configured = os.environ.get(REFERENCE_DIR_ENV)
+    if configured:
+        return Path(configured)
+    # An editable install from a clone: src/attnlab/ -> <clone>/solutions/attnlab/
+    candidate = Path(__file__).resolve().parents[2] / "solutions" / _PACKAGE
+    return candidate if candidate.is_dir() else None
+
+
+def _forbidden() -> set[str]:
+    return {name.strip() for name in os.environ.get(NO_REFERENCE_ENV, "").split(",") if name.strip()}
+
+
+def reference_path(module: str) -> Path:
+    """Path of the reference of ``module``; a clear error where it cannot be borrowed."""
+    if module in _forbidden():
+        raise ImportError(
+            f"the reference of attnlab.{module} cannot be borrowed here: lesson "
+            f"{owner(module).number} is being graded, so its own code must be used"
+        )
+    folder = reference_dir()
+    if folder is None or not (folder / f"{module}.py").is_file():
+        raise ImportError(
+            f"no reference of attnlab.{module} in this copy of the course (looked in "
+            f"{folder or 'solutions/attnlab, which is missing'}); in a class, the reference of a "
+            "lesson is shared after its deadline"
+        )
+    return folder / f"{module}.py"
+
+
+def source_of(module: str) -> str:
+    """Where ``attnlab.<module>`` is loaded from: 'reference', 'assignment' or 'yours'."""
+    if module in _selected:
+        return "reference"
+    if (Path.cwd() / f"{module}.py").is_file():
+        return "assignment"
+    return "yours"
+
+
+class _ReferenceLoader(importlib.machinery.SourceFileLoader):
+    """Loads a reference module and tells the learner so."""
+
+    def exec_module(self, module):
+        name = module.__name__.split(".", 1)[1]
+        lesson = owner(name)
+        print(
+            f"Note: attnlab.{name} is the course's reference implementation (lesson "
+            f"{lesson.number}, {lesson.title}), not your own code. "
+            f"attnlab.use_own('{name}') switches back."
+        )
+        super().exec_module(module)
+
+
+class _ExerciseFinder(importlib.abc.MetaPathFinder):
+    """Finds ``attnlab.<exercise module>`` by the order in this module's docstring."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        prefix = _PACKAGE + "."
+        if not fullname.startswith(prefix):
+            return None
+        name = fullname[len(prefix):]
+        if name not in exercise_modules():
+            return None
+        if name in _selected:
+            location = str(reference_path(name))
+            return importlib.util.spec_from_file_location(
+                fullname, location, loader=_ReferenceLoader(fullname, location)
+            )
+        beside_notebook = Path.cwd() / f"{name}.py"
+        if beside_notebook.is_file():
+            return importlib.util.spec_from_file_location(fullname, str(beside_notebook))
+        return None  # the package's own file, found by the normal machinery
+
+
+def _reload(modules: set[str]) -> None:
+    """Re-import already imported modules so the switch takes effect at once."""
+    package = sys.modules[_PACKAGE]
+    for name in sorted(modules):
+        fullname = f"{_PACKAGE}.{name}"
+        if fullname in sys.modules:
+            del sys.modules[fullname]
+            setattr(package, name, importlib.import_module(fullname))
+
+
+def _names(modules: tuple[str, ...]) -> set[str]:
+    if not modules:
+        raise TypeError("name the exercise modules, e.g. use_reference('attention'), or 'all'")
+    return _parse(",".join(modules))
+
+
+def use_reference(*modules: str) -> None:
+    """Borrow the course's reference for ``modules`` ("attention", ... or "all").
+
+    Call it before importing the modules; modules already imported are re-imported, but names
+    copied out of them earlier (``from attnlab.attention import softmax``) keep the old code, so
+    re-run the cells that import them.
+    """
+    wanted = _names(modules)
+    for name in sorted(wanted):
+        reference_path(name)  # fail now, with the reason, rather than at import
+    _selected.update(wanted)
+    _reload(wanted)
+
+
+def use_own(*modules: str) -> None:
+    """Go back to your own code for ``modules`` ("attention", ... or "all")."""
+    wanted = _names(modules) & _selected
+    _selected.difference_update(wanted)
+    _reload(wanted)
+
+
+def install() -> None:
+    """Put the finder in front of the import system (once) and read ``ATTNLAB_REFERENCE``."""
+    if not any(isinstance(finder, _ExerciseFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _ExerciseFinder())
+    _selected.update(_parse(os.environ.get(REFERENCE_ENV, "")))

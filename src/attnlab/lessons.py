@@ -20,6 +20,7 @@ class Lesson:
     notebook: file name of the notebook, the same in solutions/ and notebooks/.
     modules:  exercise modules of ``attnlab`` this lesson owns (learners fill them in).
     points:   total points of the lesson's graded cells; ``build`` checks the notebook agrees.
+    budget_s: seconds the solution notebook may take to execute top to bottom on a 2-core CPU.
     """
 
     number: str
@@ -28,6 +29,7 @@ class Lesson:
     notebook: str
     modules: tuple[str, ...] = ()
     points: float = 0.0
+    budget_s: float = 60.0
 
     @property
     def graded(self) -> bool:
@@ -35,7 +37,7 @@ class Lesson:
 
 
 LESSONS: tuple[Lesson, ...] = (
-    Lesson("00", "00_start_here", "Start here", "00_start_here.ipynb"),
+    Lesson("00", "00_start_here", "Start here", "00_start_here.ipynb", budget_s=30.0),
     Lesson(
         "02",
         "02_attention",
@@ -43,6 +45,7 @@ LESSONS: tuple[Lesson, ...] = (
         "02_scaled_dot_product_attention.ipynb",
         modules=("attention",),
         points=14.0,
+        budget_s=60.0,
     ),
 )
 

@@ -1,0 +1,38 @@
+# The course's two entry points: `make lab` and `make test`. Both create .venv when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TORCH_VERSION := 2.13.0
+LAB_PORT ?= 8888
+# JupyterLab refuses to run as root unless told; containers and CI often are root.
+ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+
+.PHONY: lab test install lock clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml requirements/dev.lock
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; run: make PYTHON=python3.11 ...")'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# torch first and alone: a torch you installed yourself (say a CUDA build) is kept.
+	@$(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/pip install "torch==$(TORCH_VERSION)"
+	$(BIN)/pip install -r requirements/dev.lock
+	$(BIN)/pip install --no-deps -e .
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	@echo "Starting JupyterLab on the course; open the URL it prints (lesson 00 first)."
+	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) \
+		--ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+# Re-pin requirements/dev.lock from what .venv has now (maintainers, after changing pyproject.toml).
+lock: $(STAMP)
+	@echo "# Pinned development and CI environment (torch is installed first, separately). Regenerate: make lock" > requirements/dev.lock
+	$(BIN)/pip freeze --exclude-editable | grep -v -E '^(torch|attnlab)==' >> requirements/dev.lock
+
+clean:
+	rm -rf $(VENV) course

@@ -1,0 +1,38 @@
+"""Shared fixtures: where the course is, and a Python that runs code in a clean process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (the reference switch keeps per-process state)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("ATTNLAB_")}
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd or ROOT, env=environment, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def python():
+    return run_python
+
+
+@pytest.fixture(scope="session")
+def built_course(tmp_path_factory):
+    """A course directory made by ``python -m autograder build``, shared by the tests that read it."""
+    course = tmp_path_factory.mktemp("course")
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "build", "--course", str(course)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return course

@@ -1,0 +1,139 @@
+"""An nbgrader round trip on lesson 02 in a temporary course directory.
+
+Submissions: the instructor's solution (full marks, written answer then hand-graded), the untouched
+release (0, graded without errors), a half-correct library (partial marks: exactly the cells of the
+functions it gets right), and a solution with an infinite loop in a cell (graded for the rest, the
+loop recorded). The grader runs with ATTNLAB_REFERENCE=all in its environment, to prove that the
+learner's library, not the reference, is what gets graded.
+"""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+from nbgrader.api import Gradebook
+
+from attnlab.lessons import lesson
+from autograder import paths
+from autograder.feedback import HIDDEN_FAILED, HIDDEN_PASSED, hidden_lines, page_text
+
+LESSON = lesson("02")
+CELL_TIMEOUT = 20
+
+
+def _points(notebook, prefixes=("",), autograded_only=True) -> float:
+    total = 0.0
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade") and (not autograded_only or not meta.get("solution")):
+            if meta["grade_id"].startswith(prefixes):
+                total += meta["points"]
+    return total
+
+
+def _submit(course, student, notebook, library_text):
+    folder = course / "submitted" / student / LESSON.slug
+    folder.mkdir(parents=True)
+    shutil.copy(notebook, folder / LESSON.notebook)
+    (folder / "attention.py").write_text(library_text)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graded(built_course, tmp_path_factory):
+    course = tmp_path_factory.mktemp("roundtrip") / "course"
+    shutil.copytree(built_course, course)
+    source = course / "source" / LESSON.slug
+    release = course / "release" / LESSON.slug
+    reference = (paths.REFERENCE_MODULES / "attention.py").read_text()
+
+    _submit(course, "solution", source / LESSON.notebook, reference)
+    blank = course / "submitted" / "blank" / LESSON.slug
+    shutil.copytree(release, blank)
+    broken = reference.replace("scale = 1.0 / math.sqrt(q.shape[-1])", "scale = 1.0  # forgot the square root")
+    assert broken != reference
+    _submit(course, "half", release / LESSON.notebook, broken)
+    looping = _submit(course, "loop", source / LESSON.notebook, reference)
+    notebook = nbformat.read(looping / LESSON.notebook, as_version=4)
+    notebook.cells.insert(3, nbformat.v4.new_code_cell("while True:\n    pass"))
+    nbformat.write(notebook, looping / LESSON.notebook)
+
+    env = {**__import__("os").environ, "ATTNLAB_REFERENCE": "all"}
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--course", str(course), "--lesson", "02",
+         "--cell-timeout", str(CELL_TIMEOUT)],
+        cwd=paths.ROOT, capture_output=True, text=True, env=env, timeout=900,
+    )
+    print(done.stdout, done.stderr)
+    with (course / "grading_report.csv").open() as handle:
+        report = {row["student"]: row for row in csv.DictReader(handle)}
+    return course, done, report
+
+
+def test_every_submission_is_graded_and_reported(graded):
+    course, done, report = graded
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sorted(report) == ["blank", "half", "loop", "solution"]
+    assert all(row["status"] == "graded" for row in report.values())
+    with (course / "grades.csv").open() as handle:
+        exported = [row for row in csv.DictReader(handle) if row["assignment"] == LESSON.slug]
+    assert sorted(row["student_id"] for row in exported) == sorted(report)
+
+
+def test_the_solution_gets_full_marks_once_the_written_answer_is_graded(graded):
+    course, _, report = graded
+    source = course / "source" / LESSON.slug / LESSON.notebook
+    assert float(report["solution"]["score"]) == _points(source) > 0
+    assert "await hand grading" in report["solution"]["notes"]
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        submission = gradebook.find_submission(LESSON.slug, "solution")
+        for grade in submission.grades:
+            if grade.needs_manual_grade:
+                grade.manual_score = grade.max_score
+        gradebook.db.commit()
+        assert gradebook.find_submission(LESSON.slug, "solution").score == LESSON.points
+
+
+def test_the_untouched_release_gets_zero_without_errors(graded):
+    _, _, report = graded
+    assert float(report["blank"]["score"]) == 0.0
+    assert report["blank"]["notes"] == ""
+
+
+def test_a_half_correct_library_gets_exactly_the_marks_it_earns(graded):
+    course, _, report = graded
+    source = course / "source" / LESSON.slug / LESSON.notebook
+    earned = _points(source, prefixes=("softmax", "attention_numpy"))
+    assert 0 < earned < _points(source)
+    assert float(report["half"]["score"]) == earned
+
+
+def test_an_infinite_loop_is_recorded_and_the_rest_is_graded(graded):
+    course, _, report = graded
+    source = course / "source" / LESSON.slug / LESSON.notebook
+    assert float(report["loop"]["score"]) == _points(source)
+    assert "ran past the time limit and was interrupted" in report["loop"]["notes"]
+
+
+def test_feedback_shows_verdicts_but_no_hidden_test(graded):
+    course, _, _ = graded
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "feedback", "--course", str(course), "--lesson", "02"],
+        cwd=paths.ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    secrets = hidden_lines(course / "source" / LESSON.slug / LESSON.notebook)
+    assert secrets
+    pages = {
+        student: page_text((course / "feedback" / student / LESSON.slug / LESSON.notebook).with_suffix(".html").read_text())
+        for student in ("solution", "half")
+    }
+    solution_html, half_html = pages["solution"], pages["half"]
+    assert HIDDEN_PASSED in solution_html and HIDDEN_FAILED in half_html
+    for page in (solution_html, half_html):
+        assert not [line for line in secrets if line in page]

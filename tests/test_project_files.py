@@ -1,0 +1,75 @@
+"""The set-up files agree with each other and with the manifest."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import yaml
+
+from attnlab.lessons import LESSONS, exercise_modules, lesson, owner
+from autograder import paths
+from autograder.build import check_manifest
+
+# conda-forge names that differ from PyPI's
+CONDA_NAMES = {"torch": "pytorch"}
+
+
+def _split(requirement: str) -> tuple[str, str]:
+    name, spec = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", requirement).groups()
+    return name.lower(), spec.replace(" ", "")
+
+
+def test_environment_yml_lists_what_pyproject_lists_with_the_same_versions():
+    project = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    env = yaml.safe_load((paths.ROOT / "environment.yml").read_text())
+    conda = dict(_split(item) for item in env["dependencies"] if isinstance(item, str))
+    for requirement in wanted:
+        name, spec = _split(requirement)
+        conda_name = CONDA_NAMES.get(name, name)
+        assert conda_name in conda, f"environment.yml lacks {conda_name} (pyproject: {requirement})"
+        assert conda[conda_name] == spec, f"{conda_name}: environment.yml says {conda[conda_name]!r}, pyproject {spec!r}"
+    pip_section = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
+    assert any(line.endswith("-e .") for line in pip_section), "environment.yml must install the course itself"
+    python = project["requires-python"]
+    assert f"python{python}" in conda or conda.get("python") == python
+
+
+def test_the_lock_pins_every_dev_dependency_and_not_torch():
+    lock = {}
+    for line in (paths.ROOT / "requirements" / "dev.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            lock[name.lower().replace("_", "-")] = version
+    project = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in [*project["dependencies"], *project["optional-dependencies"]["dev"]]:
+        name = _split(requirement)[0].replace("_", "-")
+        if name != "torch":
+            assert name in lock, f"requirements/dev.lock does not pin {name}"
+    assert "torch" not in lock, "torch is installed first, on its own (see the Makefile)"
+
+
+def test_manifest_agrees_with_solutions_and_lookups_work():
+    assert check_manifest() == []
+    assert [l.number for l in LESSONS] == sorted(l.number for l in LESSONS)
+    assert len({l.slug for l in LESSONS}) == len(LESSONS)
+    for module in exercise_modules():
+        assert (paths.REFERENCE_MODULES / f"{module}.py").is_file()
+        assert (paths.LIBRARY / f"{module}.py").is_file()
+        assert lesson(module) is owner(module)
+    assert lesson("02").slug == lesson("02_attention").slug == lesson("attention").slug
+
+
+def test_the_nbgrader_config_keeps_exactly_the_owned_modules():
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader(str(paths.NBGRADER_CONFIG)).load_config()
+    assert config.Autograde.exclude_overwriting == {l.slug: [f"{m}.py" for m in l.modules] for l in LESSONS}
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (paths.ROOT / "README.md").read_text()
+    assert "make test" in readme and "make lab" in readme
+    ci = (paths.ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^make test$", ci, re.M)

@@ -1,0 +1,119 @@
+"""Generated files are in sync with solutions/, and nothing a learner receives holds a solution."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from attnlab.lessons import LESSONS
+from autograder import paths, release
+from autograder.stubs import solution_regions
+
+ROOT = paths.ROOT
+
+
+def test_release_check_passes_on_the_committed_tree():
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "release", "--check"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.fixture
+def copy_of_course(tmp_path, monkeypatch):
+    """The generated and source folders copied to tmp_path, with the tool pointed at them."""
+    for name in ("solutions", "notebooks", "src"):
+        shutil.copytree(ROOT / name, tmp_path / name)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "SOLUTIONS", tmp_path / "solutions")
+    monkeypatch.setattr(paths, "SOLUTION_NOTEBOOKS", tmp_path / "solutions" / "notebooks")
+    monkeypatch.setattr(paths, "REFERENCE_MODULES", tmp_path / "solutions" / "attnlab")
+    monkeypatch.setattr(paths, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.setattr(paths, "LIBRARY", tmp_path / "src" / "attnlab")
+    assert release.differences() == []
+    return tmp_path
+
+
+def test_check_reports_a_hand_edited_notebook_and_release_repairs_it(copy_of_course, capsys):
+    notebook = copy_of_course / "notebooks" / LESSONS[-1].notebook
+    nb = nbformat.read(notebook, as_version=4)
+    nb.cells[0].source += "\nedited by hand"
+    nbformat.write(nb, notebook)
+    assert release.release(check=True) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert release.release() == 0
+    assert release.differences() == []
+
+
+def test_check_reports_an_edited_reference_missing_stub_and_orphan(copy_of_course):
+    reference = copy_of_course / "solutions" / "attnlab" / "attention.py"
+    reference.write_text(reference.read_text().replace("Lesson 02", "Lesson two"))
+    (copy_of_course / "src" / "attnlab" / "attention.py").unlink()
+    orphan = copy_of_course / "src" / "attnlab" / "gone.py"
+    orphan.write_text("# Generated from solutions/attnlab/gone.py by `python -m autograder release`\n")
+    problems = "\n".join(release.differences())
+    assert "src/attnlab/attention.py: missing" in problems
+    assert "src/attnlab/gone.py: generated, but its source is gone" in problems
+    release.release()
+    assert not orphan.exists() and release.differences() == []
+
+
+# --- no solution text in anything a learner receives -------------------------------------------
+
+def _secret_lines(min_length: int = 10) -> set[str]:
+    """Distinctive lines of every solution region, hidden test and model answer in solutions/."""
+    secrets: set[str] = set()
+    for module in paths.REFERENCE_MODULES.glob("*.py"):
+        lines = module.read_text().splitlines()
+        for begin, end in solution_regions(module.read_text()):
+            secrets.update(line.strip() for line in lines[begin + 1 : end])
+    for notebook in paths.SOLUTION_NOTEBOOKS.glob("*.ipynb"):
+        for cell in nbformat.read(notebook, as_version=4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type == "markdown" and meta.get("solution"):
+                secrets.update(line.strip() for line in cell.source.splitlines())
+                continue
+            inside = False
+            for line in cell.source.splitlines():
+                if "BEGIN SOLUTION" in line or "BEGIN HIDDEN TESTS" in line:
+                    inside = True
+                elif "END SOLUTION" in line or "END HIDDEN TESTS" in line:
+                    inside = False
+                elif inside:
+                    secrets.add(line.strip())
+    return {line for line in secrets if len(line) >= min_length}
+
+
+def _leaks(folder: Path, secrets: set[str]) -> list[str]:
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".ipynb", ".md", ".txt", ".json", ".html"):
+            text = path.read_text(errors="replace")
+            if path.suffix == ".ipynb":  # compare cell text, not JSON-escaped text
+                text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+            found += [f"{path}: {line}" for line in secrets if line in text]
+    return found
+
+
+def test_the_secret_lines_are_found_where_they_are():
+    secrets = _secret_lines()
+    assert len(secrets) >= 20, "too few solution lines found: is the scan broken?"
+    assert _leaks(paths.SOLUTIONS, secrets), "the scan must find the secrets in solutions/ itself"
+
+
+def test_no_solution_text_in_learner_notebooks_or_library():
+    secrets = _secret_lines()
+    assert _leaks(paths.NOTEBOOKS, secrets) == []
+    assert _leaks(paths.LIBRARY, secrets) == []
+
+
+def test_no_solution_text_in_an_nbgrader_release(built_course):
+    secrets = _secret_lines()
+    release_dir = built_course / "release"
+    assert sorted(p.name for p in release_dir.iterdir()) == sorted(lesson.slug for lesson in LESSONS)
+    assert _leaks(release_dir, secrets) == []

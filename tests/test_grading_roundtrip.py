@@ -92,9 +92,10 @@ def test_the_solution_gets_full_marks_once_the_written_answer_is_graded(graded):
     assert "await hand grading" in report["solution"]["notes"]
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
         submission = gradebook.find_submission(LESSON.slug, "solution")
-        for grade in submission.grades:
-            if grade.needs_manual_grade:
-                grade.manual_score = grade.max_score
+        for notebook in submission.notebooks:
+            for grade in notebook.grades:
+                if grade.needs_manual_grade:
+                    grade.manual_score = grade.max_score
         gradebook.db.commit()
         assert gradebook.find_submission(LESSON.slug, "solution").score == LESSON.points
 

@@ -43,10 +43,20 @@ def attention_numpy(
 
     Q: (..., n_q, d) queries; K: (..., n_k, d) keys; V: (..., n_k, d_v) values.
     causal: if True, query i may attend only to keys j <= i + (n_k - n_q): the mask is aligned to
-       the bottom-right corner, so with n_q == n_k each position sees itself and the past.
+       the bottom-right corner, so with n_q == n_k each position sees itself and the past. Needs
+       n_q <= n_k (otherwise the first queries would see no key at all; lesson 03 handles that).
     Returns ``(out, weights)``: out (..., n_q, d_v) and weights (..., n_q, n_k), each row of
-    weights summing to 1. Uses numpy only (no torch), with its own stable softmax.
+    weights summing to 1, in the inputs' floating-point dtype. Uses numpy only (no torch), with
+    its own stable softmax.
     """
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    if Q.shape[-1] != K.shape[-1] or K.shape[-2] != V.shape[-2]:
+        raise ValueError(
+            f"shapes do not fit: Q {Q.shape}, K {K.shape}, V {V.shape}; need Q (..., n_q, d), "
+            "K (..., n_k, d), V (..., n_k, d_v)"
+        )
+    if causal and Q.shape[-2] > K.shape[-2]:
+        raise ValueError(f"causal attention needs n_q <= n_k, got n_q={Q.shape[-2]}, n_k={K.shape[-2]}")
     # YOUR CODE HERE
     raise NotImplementedError(
         "Lesson 02: attention_numpy() in attnlab/attention.py is not written yet. "
@@ -71,11 +81,22 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> No
         raise ValueError(
             f"k and v must have the same number of keys n_k: k is {tuple(k.shape)}, v is {tuple(v.shape)}"
         )
-    if mask is not None and mask.dtype != torch.bool:
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
         raise TypeError(
-            f"mask must be a boolean tensor (True = may attend), got {mask.dtype}; "
+            f"mask must be a boolean torch.Tensor (True = may attend), got {got}; "
             "an additive float mask is not supported here"
         )
+    scores_shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
+    try:
+        torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
+            f"{scores_shape} = (..., n_q, n_k)"
+        ) from None
 
 
 def scaled_dot_product_attention(

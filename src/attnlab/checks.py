@@ -77,6 +77,12 @@ def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(int(flat), shape)) if shape else ()
 
 
+def _join(message: str, hint: str) -> str:
+    """``message``, then ``hint`` as a sentence of its own (if any)."""
+    hint = hint.strip()
+    return f"{message}. {hint[0].upper()}{hint[1:]}" if hint else message
+
+
 def tolerances(dtype: Any) -> tuple[float, float]:
     """(rtol, atol) for comparing a result of ``dtype`` with a float64 reference.
 
@@ -102,18 +108,17 @@ def assert_shape(actual: Array, expected: Sequence[int], *, what: str = "output"
         message = f"{what} has shape {got}, expected {want}"
         if meaning:
             message += f" = {meaning}"
-        raise AssertionError(message + (f". {hint}" if hint else ""))
+        raise AssertionError(_join(message, hint))
 
 
 def assert_dtype(actual: Array, expected: Any, *, what: str = "output", hint: str = "") -> None:
     """``actual`` has dtype ``expected`` (a torch or numpy dtype)."""
     got = actual.dtype
     if str(got).replace("torch.", "") != str(expected).replace("torch.", ""):
-        raise AssertionError(
-            f"{what} has dtype {got}, expected {expected}"
-            + (f". {hint}" if hint else ": keep the dtype of the inputs (no .double(), "
-               "no float64 constants that upcast the result)")
-        )
+        raise AssertionError(_join(
+            f"{what} has dtype {got}, expected {expected}",
+            hint or "keep the dtype of the inputs (no .double(), no float64 constants that "
+                    "upcast the result)"))
 
 
 def assert_finite(actual: Array, *, what: str = "output", hint: str = "") -> None:
@@ -123,11 +128,9 @@ def assert_finite(actual: Array, *, what: str = "output", hint: str = "") -> Non
     if bad.any():
         flat = int(torch.nonzero(bad.reshape(-1))[0])
         value = values.reshape(-1)[flat].item()
-        raise AssertionError(
+        raise AssertionError(_join(
             f"{what} contains {_num(value)} ({int(bad.sum())} of {bad.numel()} entries are nan "
-            f"or inf; the first at index {_index(flat, tuple(values.shape))})"
-            + (f". {hint}" if hint else "")
-        )
+            f"or inf; the first at index {_index(flat, tuple(values.shape))})", hint))
 
 
 def assert_close(actual: Array, expected: Array, *, what: str = "output",
@@ -151,12 +154,11 @@ def assert_close(actual: Array, expected: Array, *, what: str = "output",
         where = _index(flat, tuple(a.shape))
         yours, ref = a.reshape(-1)[flat].item(), e.reshape(-1)[flat].item()
         count = int((excess > 0).sum())
-        raise AssertionError(
-            f"{what} does not match the reference: largest error {_num(error.reshape(-1)[flat])} "
-            f"at index {where} (yours {_num(yours)}, expected {_num(ref)}); {count} of "
-            f"{a.numel()} entries are off by more than {atol:g} + {rtol:g}·|expected|"
-            + (f". {hint}" if hint else "")
-        )
+        raise AssertionError(_join(
+            f"{what} and the reference disagree: largest error "
+            f"{_num(error.reshape(-1)[flat])} at index {where} (yours {_num(yours)}, expected "
+            f"{_num(ref)}); {count} of {a.numel()} entries are off by more than "
+            f"{atol:g} + {rtol:g}·|expected|", hint))
 
 
 def assert_nonnegative(weights: Array, *, what: str = "your weights", hint: str = "") -> None:
@@ -164,11 +166,10 @@ def assert_nonnegative(weights: Array, *, what: str = "your weights", hint: str 
     values = _as_float64(weights)
     if (values < 0).any():
         flat = int(torch.argmin(values.reshape(-1)))
-        raise AssertionError(
+        raise AssertionError(_join(
             f"{what} has negative entries (smallest {_num(values.reshape(-1)[flat])} at index "
-            f"{_index(flat, tuple(values.shape))}); weights from a softmax are never negative"
-            + (f". {hint}" if hint else "")
-        )
+            f"{_index(flat, tuple(values.shape))}); weights from a softmax are never negative",
+            hint))
 
 
 def assert_rows_sum_to_one(weights: Array, *, dim: int = -1, what: str = "your weights",
@@ -203,12 +204,11 @@ def assert_zero_where(weights: Array, where: Array, *, what: str = "your weights
     leaked = values.abs().masked_fill(~region_mask, 0.0).nan_to_num(nan=math.inf)
     if (leaked != 0).any():
         flat = int(torch.argmax(leaked.reshape(-1)))
-        raise AssertionError(
+        raise AssertionError(_join(
             f"{what} are not exactly 0 {region}: {int((leaked != 0).sum())} of "
             f"{int(region_mask.sum())} such entries are nonzero (largest "
-            f"{_num(values.reshape(-1)[flat])} at index {_index(flat, tuple(values.shape))})"
-            + (f". {hint}" if hint else "")
-        )
+            f"{_num(values.reshape(-1)[flat])} at index {_index(flat, tuple(values.shape))})",
+            hint))
 
 
 def assert_pair(result: Any, *, what: str, names: str = "(out, weights)") -> tuple[Any, Any]:
@@ -328,21 +328,18 @@ def reference_attention(q: Array, k: Array, v: Array, mask: Array | None = None,
     dimensions broadcast. Every query must be allowed at least one key.
     """
     q, k, v = _as_float64(q), _as_float64(k), _as_float64(v)
-    batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    if mask is not None:
-        mask = torch.as_tensor(np.asarray(mask) if not isinstance(mask, torch.Tensor) else mask,
-                               dtype=torch.bool)
-        batch = torch.broadcast_shapes(batch, mask.shape[:-2])
-    q = q.expand(*batch, *q.shape[-2:])
-    k = k.expand(*batch, *k.shape[-2:])
-    v = v.expand(*batch, *v.shape[-2:])
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    scores = q @ k.transpose(-2, -1) * scale
-    if mask is not None:
-        mask = mask.expand(*batch, *mask.shape[-2:])
-        scores = scores.masked_fill(~mask, -math.inf)
-    weights = torch.softmax(scores, dim=-1)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    allowed = None if mask is None else torch.as_tensor(
+        mask if isinstance(mask, torch.Tensor) else np.asarray(mask), dtype=torch.bool)
+    lead = [t.shape[:-2] for t in (q, k, v)] + ([] if allowed is None else [allowed.shape[:-2]])
+    common = torch.broadcast_shapes(*lead)  # the batch shape of the result
+    q, k, v = (t.expand(*common, *t.shape[-2:]) for t in (q, k, v))
+    factor = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    logits = torch.einsum("...qd,...kd->...qk", q, k) * factor
+    if allowed is not None:
+        allowed = allowed.expand(*common, *allowed.shape[-2:])
+        logits = logits.masked_fill(~allowed, -math.inf)
+    weights = torch.softmax(logits, dim=-1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=factor)
     return out, weights
 
 
@@ -380,7 +377,8 @@ def check_softmax(fn: Callable) -> None:
             y = fn(x, dim=dim)
             assert_shape(y, x.shape, what=f"softmax(x, dim={dim})", meaning="x.shape")
             assert_rows_sum_to_one(
-                y, dim=dim, what=f"the entries of softmax(x, dim={dim})", axis=f"dim {dim}",
+                y, dim=dim, what=f"the entries of softmax(x, dim={dim})",
+                axis="the requested dimension",
                 hint="did you normalise over the wrong dimension? Use dim=dim (and keepdim=True) "
                      "in both the max and the sum, not a fixed -1")
             assert_close(y, reference_softmax(x, dim), what=f"softmax(x, dim={dim})")
@@ -457,9 +455,10 @@ def _scale_candidates(q: Array, k: Array, v: Array, mask: Array | None = None,
     right_scale = 1.0 / math.sqrt(d) if scale is None else scale
     candidates["your softmax runs over the query axis (dim=-2) instead of the key axis"] = (
         torch.softmax(_as_float64(q) @ _as_float64(k).transpose(-2, -1) * right_scale, dim=-2))
-    if mask is not None:
-        candidates["the mask is ignored: set the scores to -inf where the mask is False, before "
-                   "the softmax"] = reference_attention(q, k, v, None, scale)[1]
+    if mask is None:
+        return candidates
+    candidates["the mask is ignored: set the scores to -inf where the mask is False, before "
+               "the softmax"] = reference_attention(q, k, v, None, scale)[1]
     return candidates
 
 
@@ -573,12 +572,14 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
         out, weights = assert_pair(assert_not_modified(fn, q, k, v, **kwargs),
                                    what="scaled_dot_product_attention")
         ref_out, ref_w = reference_attention(q, k, v, mask, scale)
-        swapped = " — did you return (weights, out) instead of (out, weights)?" if (
+        swapped = "did you return (weights, out) instead of (out, weights)?" if (
             _shape(out) == tuple(ref_w.shape)) else ""
         assert_shape(out, ref_out.shape, what=f"out{label}", meaning=meaning_out, hint=swapped)
         assert_shape(weights, ref_w.shape, what=f"weights{label}", meaning=meaning_w)
         hints = _scale_candidates(q, k, v, mask, scale)
-        if mask is not None:
+        if mask is None:
+            assert_rows_sum_to_one(weights, what=f"weights{label}")
+        else:
             inverted = reference_attention(q, k, v, ~mask, scale)[1] if bool(
                 (~mask).any(-1).all()) else None
             if inverted is not None:
@@ -590,8 +591,6 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
             assert_rows_sum_to_one(weights, what=f"weights{label}",
                                    hint="apply the mask to the scores before the softmax, not to "
                                         "the weights after it")
-        else:
-            assert_rows_sum_to_one(weights, what=f"weights{label}")
         assert_close(weights, ref_w, what=f"weights{label}",
                      hint=explain_mismatch(weights, hints))
         assert_close(out, ref_out, what=f"out{label}",

@@ -124,13 +124,12 @@ class _ExerciseFinder(importlib.abc.MetaPathFinder):
 
 
 def _reload(modules: set[str]) -> None:
-    """Re-import already imported modules so the switch takes effect at once."""
+    """(Re-)import ``modules`` so the switch takes effect at once (and its notice shows now)."""
     package = sys.modules[_PACKAGE]
     for name in sorted(modules):
         fullname = f"{_PACKAGE}.{name}"
-        if fullname in sys.modules:
-            del sys.modules[fullname]
-            setattr(package, name, importlib.import_module(fullname))
+        sys.modules.pop(fullname, None)
+        setattr(package, name, importlib.import_module(fullname))
 
 
 def _names(modules: tuple[str, ...]) -> set[str]:

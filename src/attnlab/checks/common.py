@@ -1,0 +1,317 @@
+"""Shared pieces of the visible checks: generic assertions with diagnostic messages, the runner,
+and trusted float64 references. Each lesson's checks (``attnlab.checks.<module>``) build on them.
+
+1. generic assertions (``assert_close``, ``assert_shape``, ``assert_dtype``, ``assert_finite``,
+   ``assert_rows_sum_to_one``, ``assert_zero_where``, ``assert_not_modified``,
+   ``explain_mismatch``) and the runner ``run_checks``;
+2. float64 references (``reference_softmax``, ``reference_attention``, ``causal_allowed``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+Array = Any  # a torch.Tensor or a numpy array
+
+
+# --------------------------------------------------------------------------------------------
+# 1. Generic assertions
+# --------------------------------------------------------------------------------------------
+
+
+def _as_float64(x: Array) -> torch.Tensor:
+    """A detached float64 CPU copy of a tensor, array or number (for comparisons only)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(device="cpu", dtype=torch.float64)
+    return torch.as_tensor(np.asarray(x), dtype=torch.float64)
+
+
+def _shape(x: Array) -> tuple[int, ...]:
+    return tuple(int(n) for n in np.shape(x)) if not isinstance(x, torch.Tensor) else tuple(x.shape)
+
+
+def _num(x: float) -> str:
+    """A number as learners read it: 3 significant digits."""
+    return f"{float(x):.3g}"
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(int(flat), shape)) if shape else ()
+
+
+def _join(message: str, hint: str) -> str:
+    """``message``, then ``hint`` as a sentence of its own (if any)."""
+    hint = hint.strip()
+    return f"{message}. {hint[0].upper()}{hint[1:]}" if hint else message
+
+
+def tolerances(dtype: Any) -> tuple[float, float]:
+    """(rtol, atol) for comparing a result of ``dtype`` with a float64 reference.
+
+    float64 results must agree to about 1e-10; float32 to about 1e-5; half precision to 1e-2.
+    """
+    name = str(dtype).replace("torch.", "")
+    if name in ("float16", "bfloat16"):
+        return 1e-2, 1e-2
+    if name == "float32":
+        return 1e-4, 1e-5
+    return 1e-8, 1e-10
+
+
+def assert_shape(actual: Array, expected: Sequence[int], *, what: str = "output",
+                 meaning: str | None = None, hint: str = "") -> None:
+    """``actual`` has shape ``expected``.
+
+    meaning names the dimensions, as in ``"(..., n_q, d_v)"``; the message then reads
+    "output has shape (2, 5, 4), expected (2, 5, 3) = (..., n_q, d_v)".
+    """
+    got, want = _shape(actual), tuple(int(n) for n in expected)
+    if got != want:
+        message = f"{what} has shape {got}, expected {want}"
+        if meaning:
+            message += f" = {meaning}"
+        raise AssertionError(_join(message, hint))
+
+
+def assert_dtype(actual: Array, expected: Any, *, what: str = "output", hint: str = "") -> None:
+    """``actual`` has dtype ``expected`` (a torch or numpy dtype)."""
+    got = actual.dtype
+    if str(got).replace("torch.", "") != str(expected).replace("torch.", ""):
+        raise AssertionError(_join(
+            f"{what} has dtype {got}, expected {expected}",
+            hint or "keep the dtype of the inputs (no .double(), no float64 constants that "
+                    "upcast the result)"))
+
+
+def assert_finite(actual: Array, *, what: str = "output", hint: str = "") -> None:
+    """No entry of ``actual`` is nan or ±inf; the message names the first bad entry."""
+    values = _as_float64(actual)
+    bad = ~torch.isfinite(values)
+    if bad.any():
+        flat = int(torch.nonzero(bad.reshape(-1))[0])
+        value = values.reshape(-1)[flat].item()
+        raise AssertionError(_join(
+            f"{what} contains {_num(value)} ({int(bad.sum())} of {bad.numel()} entries are nan "
+            f"or inf; the first at index {_index(flat, tuple(values.shape))})", hint))
+
+
+def assert_close(actual: Array, expected: Array, *, what: str = "output",
+                 rtol: float | None = None, atol: float | None = None, hint: str = "") -> None:
+    """``actual`` agrees with the reference ``expected`` entry by entry.
+
+    Tolerances default to ``tolerances(actual.dtype)``. The message gives the largest error,
+    where it is, both values there and the tolerance; ``hint`` is appended.
+    """
+    assert_shape(actual, _shape(expected), what=what)
+    default_rtol, default_atol = tolerances(getattr(actual, "dtype", "float64"))
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    a, e = _as_float64(actual), _as_float64(expected)
+    both_nan = torch.isnan(a) & torch.isnan(e)
+    same_inf = torch.isinf(a) & torch.isinf(e) & (a == e)
+    error = (a - e).abs().masked_fill(both_nan | same_inf, 0.0).nan_to_num(nan=math.inf)
+    excess = error - (atol + rtol * e.abs().nan_to_num(nan=0.0, posinf=0.0, neginf=0.0))
+    if (excess > 0).any():
+        flat = int(torch.argmax(excess.reshape(-1)))
+        where = _index(flat, tuple(a.shape))
+        yours, ref = a.reshape(-1)[flat].item(), e.reshape(-1)[flat].item()
+        count = int((excess > 0).sum())
+        raise AssertionError(_join(
+            f"{what} and the reference disagree: largest error "
+            f"{_num(error.reshape(-1)[flat])} at index {where} (yours {_num(yours)}, expected "
+            f"{_num(ref)}); {count} of {a.numel()} entries are off by more than "
+            f"{atol:g} + {rtol:g}·|expected|", hint))
+
+
+def assert_nonnegative(weights: Array, *, what: str = "your weights", hint: str = "") -> None:
+    """Every entry of ``weights`` is >= 0 (probabilities cannot be negative)."""
+    values = _as_float64(weights)
+    if (values < 0).any():
+        flat = int(torch.argmin(values.reshape(-1)))
+        raise AssertionError(_join(
+            f"{what} has negative entries (smallest {_num(values.reshape(-1)[flat])} at index "
+            f"{_index(flat, tuple(values.shape))}); weights from a softmax are never negative",
+            hint))
+
+
+def assert_rows_sum_to_one(weights: Array, *, dim: int = -1, what: str = "your weights",
+                           axis: str = "the key axis", atol: float | None = None,
+                           hint: str = "did you normalise over the wrong dimension?") -> None:
+    """The entries of ``weights`` along ``dim`` sum to 1 (within ``atol``).
+
+    The message reads "your weights do not sum to 1 along the key axis (dim=-1): row sums range
+    from 0.3 to 2.1 — did you normalise over the wrong dimension?".
+    """
+    values = _as_float64(weights)
+    atol = 10 * tolerances(getattr(weights, "dtype", "float64"))[1] if atol is None else atol
+    sums = values.sum(dim=dim)
+    if not torch.isfinite(sums).all() or ((sums - 1).abs() > atol).any():
+        finite = sums[torch.isfinite(sums)]
+        spread = (f"row sums range from {_num(finite.min())} to {_num(finite.max())}"
+                  if finite.numel() else "every row sum is nan or inf")
+        if 0 < finite.numel() < sums.numel():
+            spread += f", and {sums.numel() - finite.numel()} row sums are nan or inf"
+        raise AssertionError(
+            f"{what} do not sum to 1 along {axis} (dim={dim}): {spread}"
+            + (f" — {hint}" if hint else "")
+        )
+
+
+def assert_zero_where(weights: Array, where: Array, *, what: str = "your weights",
+                      region: str = "where the mask is False", hint: str = "") -> None:
+    """``weights`` is exactly 0 wherever the boolean ``where`` (broadcastable) is True."""
+    values = _as_float64(weights)
+    region_mask = torch.as_tensor(np.asarray(where) if not isinstance(where, torch.Tensor)
+                                  else where, dtype=torch.bool).expand_as(values)
+    leaked = values.abs().masked_fill(~region_mask, 0.0).nan_to_num(nan=math.inf)
+    if (leaked != 0).any():
+        flat = int(torch.argmax(leaked.reshape(-1)))
+        raise AssertionError(_join(
+            f"{what} are not exactly 0 {region}: {int((leaked != 0).sum())} of "
+            f"{int(region_mask.sum())} such entries are nonzero (largest "
+            f"{_num(values.reshape(-1)[flat])} at index {_index(flat, tuple(values.shape))})",
+            hint))
+
+
+def assert_pair(result: Any, *, what: str, names: str = "(out, weights)") -> tuple[Any, Any]:
+    """``result`` is a pair, as in ``out, weights = fn(...)``; returns it."""
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        kind = type(result).__name__
+        size = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
+        raise AssertionError(f"{what} must return a pair {names}, got a {kind}{size}")
+    return result[0], result[1]
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return None  # numbers, None, strings: nothing to modify
+
+
+def _unchanged(before: Any, after: Any) -> bool:
+    if isinstance(before, torch.Tensor):
+        return before.shape == after.shape and before.dtype == after.dtype and bool(
+            torch.equal(before, after) or (before.is_floating_point() and torch.allclose(
+                before, after, rtol=0, atol=0, equal_nan=True)))
+    return before.shape == after.shape and before.dtype == after.dtype and bool(
+        np.array_equal(before, after, equal_nan=before.dtype.kind in "fc"))
+
+
+def assert_not_modified(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn(*args, **kwargs)``, fail if it changed any tensor or array argument in place.
+
+    Returns what ``fn`` returned. The message names the argument by its parameter name.
+    """
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs).arguments
+        named = dict(bound)
+    except (TypeError, ValueError):
+        named = {f"argument {i + 1}": a for i, a in enumerate(args)} | dict(kwargs)
+    saved = {name: _copy(value) for name, value in named.items()}
+    result = fn(*args, **kwargs)
+    for name, before in saved.items():
+        if before is not None and not _unchanged(before, named[name]):
+            raise AssertionError(
+                f"your function changed its input in place: {name} is different after the "
+                "call. Build new tensors instead (x = x - m, not x -= m, x.sub_(m) or "
+                "x[...] = ...); the caller still needs the original"
+            )
+    return result
+
+
+def explain_mismatch(actual: Array, candidates: Mapping[str, Array],
+                     rtol: float | None = None, atol: float | None = None) -> str:
+    """The hint of the first candidate that ``actual`` matches, or "".
+
+    ``candidates`` maps a hint ("you did not divide by sqrt(d)") to what a function with that
+    mistake would return; a check uses it to turn "wrong numbers" into "this is why".
+    """
+    default_rtol, default_atol = tolerances(getattr(actual, "dtype", "float64"))
+    rtol = default_rtol if rtol is None else rtol
+    atol = 10 * default_atol if atol is None else atol
+    a = _as_float64(actual)
+    for hint, candidate in candidates.items():
+        c = _as_float64(candidate)
+        if a.shape == c.shape and torch.allclose(a, c, rtol=rtol, atol=atol, equal_nan=True):
+            return hint
+    return ""
+
+
+def run_checks(name: str, cases: Sequence[tuple[str, Callable[[], None]]]) -> None:
+    """Run ``cases`` (description, function) in order; print one line if all pass.
+
+    A failing case raises ``AssertionError`` naming the check and the case. A stub's
+    ``NotImplementedError`` propagates unchanged. Any other error raised by the learner's code is
+    reported as a failure of that case, with the original error chained.
+    """
+    for description, case in cases:
+        try:
+            case()
+        except NotImplementedError:
+            raise
+        except AssertionError as error:
+            raise AssertionError(f"{name}, case '{description}': {error}") from None
+        except Exception as error:  # the learner's code crashed: say on which case
+            raise AssertionError(
+                f"{name}, case '{description}': your function raised "
+                f"{type(error).__name__}: {error}"
+            ) from error
+    print(f"✓ {name}: {len(cases)} checks passed")
+
+
+# --------------------------------------------------------------------------------------------
+# 2. Trusted references (float64)
+# --------------------------------------------------------------------------------------------
+
+
+def reference_softmax(x: Array, dim: int = -1) -> torch.Tensor:
+    """``torch.softmax`` of ``x`` in float64."""
+    return torch.softmax(_as_float64(x), dim=dim)
+
+
+def causal_allowed(n_q: int, n_k: int | None = None) -> torch.Tensor:
+    """(n_q, n_k) boolean: True where query i may attend key j, i.e. j <= i + (n_k - n_q).
+
+    Bottom-right aligned, like ``torch.nn.attention.bias.causal_lower_right``: the last query
+    sees every key, so with n_q < n_k the queries are the last n_q positions of the sequence.
+    """
+    n_k = n_q if n_k is None else n_k
+    return torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
+
+
+def reference_attention(q: Array, k: Array, v: Array, mask: Array | None = None,
+                        scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, weights) of scaled dot-product attention in float64.
+
+    ``out`` comes from ``torch.nn.functional.scaled_dot_product_attention`` (boolean mask, True =
+    may attend); ``weights`` from ``torch.softmax`` of the same scaled, masked scores. Leading
+    dimensions broadcast. Every query must be allowed at least one key.
+    """
+    q, k, v = _as_float64(q), _as_float64(k), _as_float64(v)
+    allowed = None if mask is None else torch.as_tensor(
+        mask if isinstance(mask, torch.Tensor) else np.asarray(mask), dtype=torch.bool)
+    lead = [t.shape[:-2] for t in (q, k, v)] + ([] if allowed is None else [allowed.shape[:-2]])
+    common = torch.broadcast_shapes(*lead)  # the batch shape of the result
+    q, k, v = (t.expand(*common, *t.shape[-2:]) for t in (q, k, v))
+    factor = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    logits = torch.einsum("...qd,...kd->...qk", q, k) * factor
+    if allowed is not None:
+        allowed = allowed.expand(*common, *allowed.shape[-2:])
+        logits = logits.masked_fill(~allowed, -math.inf)
+    weights = torch.softmax(logits, dim=-1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=factor)
+    return out, weights
+
+
+def _seeded(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+

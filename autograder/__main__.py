@@ -29,13 +29,23 @@ def main(argv: list[str] | None = None) -> int:
     grade = commands.add_parser("grade", help="autograde collected submissions and export grades to CSV")
     grade.add_argument("--course", type=_course, default=DEFAULT_COURSE)
     grade.add_argument("--lesson", help="only this lesson (number or slug)")
-    grade.add_argument("--cell-timeout", type=int, default=60, help="seconds a cell may run (default 60)")
+    grade.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: the lesson's budget)")
+    grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
 
     feedback = commands.add_parser("feedback", help="HTML feedback without hidden tests")
     feedback.add_argument("--course", type=_course, default=DEFAULT_COURSE)
     feedback.add_argument("--lesson", action="append", help="only this lesson (number or slug); repeatable")
 
+    bench = commands.add_parser("benchmark", help="seconds per submission, serial and parallel, same grades")
+    bench.add_argument("--submissions", type=int, default=6)
+    bench.add_argument("--jobs", type=int, default=2)
+    bench.add_argument("--lesson", default="02")
+
     args = parser.parse_args(argv)
+    if args.command == "benchmark":
+        from autograder.benchmark import benchmark
+
+        return benchmark(args.submissions, args.jobs, args.lesson)
     if args.command == "release":
         from autograder.release import release as run_release
 
@@ -48,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":
         from autograder.grade import grade as run_grade
 
-        return run_grade(args.course, lesson(args.lesson).slug if args.lesson else None, args.cell_timeout)
+        return run_grade(args.course, lesson(args.lesson).slug if args.lesson else None, args.cell_timeout, args.jobs)
     from autograder.feedback import feedback as run_feedback
 
     chosen = [lesson(key) for key in args.lesson] if args.lesson else [l for l in LESSONS if l.graded]

@@ -79,7 +79,8 @@ def test_every_submission_is_graded_and_reported(graded):
     course, done, report = graded
     assert done.returncode == 0, done.stdout + done.stderr
     assert sorted(report) == ["blank", "half", "loop", "solution"]
-    assert all(row["status"] == "graded" for row in report.values())
+    assert {row["student"]: row["status"] for row in report.values()} == {
+        "blank": "graded", "half": "graded", "loop": "review", "solution": "graded"}
     with (course / "grades.csv").open() as handle:
         exported = [row for row in csv.DictReader(handle) if row["assignment"] == LESSON.slug]
     assert sorted(row["student_id"] for row in exported) == sorted(report)
@@ -103,7 +104,9 @@ def test_the_solution_gets_full_marks_once_the_written_answer_is_graded(graded):
 def test_the_untouched_release_gets_zero_without_errors(graded):
     _, _, report = graded
     assert float(report["blank"]["score"]) == 0.0
-    assert report["blank"]["notes"] == ""
+    assert report["blank"]["status"] == "graded"
+    assert "NotImplementedError: Lesson 02" in report["blank"]["notes"]
+    assert "nbgrader" not in report["blank"]["notes"]
 
 
 def test_a_half_correct_library_gets_exactly_the_marks_it_earns(graded):
@@ -112,6 +115,16 @@ def test_a_half_correct_library_gets_exactly_the_marks_it_earns(graded):
     earned = _points(source, prefixes=("softmax", "attention_numpy"))
     assert 0 < earned < _points(source)
     assert float(report["half"]["score"]) == earned
+
+
+def test_the_benchmark_grades_a_batch_the_same_serially_and_in_parallel():
+    done = subprocess.run(
+        [sys.executable, "-m", "autograder", "benchmark", "--submissions", "3", "--jobs", "2"],
+        cwd=paths.ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "grades: identical in both runs" in done.stdout
+    assert "s per submission" in done.stdout
 
 
 def test_an_infinite_loop_is_recorded_and_the_rest_is_graded(graded):

@@ -33,6 +33,7 @@ NO_REFERENCE_ENV = "ATTNLAB_NO_REFERENCE"
 
 _PACKAGE = "attnlab"
 _selected: set[str] = set()
+_quiet = False  # the grader borrows references in its own process without notices
 
 
 def _parse(names: str) -> set[str]:
@@ -94,7 +95,8 @@ class _ReferenceLoader(importlib.machinery.SourceFileLoader):
     def exec_module(self, module):
         name = module.__name__.split(".", 1)[1]
         lesson = owner(name)
-        print(
+        if not _quiet:
+            print(
             f"Note: attnlab.{name} is the course's reference implementation (lesson "
             f"{lesson.number}, {lesson.title}), not your own code. "
             f"attnlab.use_own('{name}') switches back."
@@ -138,17 +140,19 @@ def _names(modules: tuple[str, ...]) -> set[str]:
     return _parse(",".join(modules))
 
 
-def use_reference(*modules: str) -> None:
+def use_reference(*modules: str, quiet: bool = False) -> None:
     """Borrow the course's reference for ``modules`` ("attention", ... or "all").
 
     Call it before importing the modules; modules already imported are re-imported, but names
     copied out of them earlier (``from attnlab.attention import softmax``) keep the old code, so
     re-run the cells that import them.
     """
+    global _quiet
     wanted = _names(modules)
     for name in sorted(wanted):
         reference_path(name)  # fail now, with the reason, rather than at import
     _selected.update(wanted)
+    _quiet = quiet
     _reload(wanted)
 
 

@@ -1,0 +1,218 @@
+"""Trusted scores: a lesson's autograded cells, scored outside the learner's kernel.
+
+For each exercise function, a fresh sandboxed worker (``autograder.worker``) imports the learner's
+modules of the lesson (every other exercise module is the reference) and runs the lesson's cases
+(``autograder.cases``) on inputs made here. The outputs come back as plain data and are compared
+here with the reference's outputs on the same inputs: structure, shape, dtype, values (within a
+tolerance for the dtype), and inputs left unchanged. A grade cell earns its points when every one
+of its cases passes, as nbgrader scores a test cell.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attnlab import switch
+from attnlab.lessons import Lesson, exercise_modules
+from autograder import paths, sandbox, worker
+from autograder.cases import Case
+
+RESPONSE_LIMIT = 64 * 1024 * 1024
+TOLERANCE = {  # (rtol, atol) by dtype name
+    "float16": (2e-2, 2e-3), "bfloat16": (3e-2, 3e-2), "float32": (1e-4, 1e-5), "float64": (1e-9, 1e-12),
+}
+
+
+@dataclass
+class CellResult:
+    """The trusted verdict on one grade cell."""
+
+    grade_id: str
+    passed: bool
+    cases: int
+    failure: str = ""  # the first failing case and why
+
+
+@dataclass
+class TrustedResult:
+    cells: dict[str, CellResult] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def load_cases(lesson: Lesson) -> list[Case]:
+    return importlib.import_module(f"autograder.cases.lesson{lesson.number}").cases()
+
+
+def has_cases(lesson: Lesson) -> bool:
+    return (paths.ROOT / "autograder" / "cases" / f"lesson{lesson.number}.py").is_file()
+
+
+def _call_spec(case: Case, index: int) -> dict:
+    return {"id": f"c{index}", "recipe": case.recipe, "target": case.target, "args": case.args,
+            "kwargs": case.kwargs, "init": case.init, "parameters": case.parameters}
+
+
+def _prefixed(case: Case, index: int) -> tuple[dict, dict]:
+    """The call spec and arrays of ``case`` with array names made unique across a request."""
+    rename = {name: f"c{index}_{name}" for name in case.arrays}
+
+    def fix(spec):
+        if isinstance(spec, dict) and "array" in spec:
+            return {**spec, "array": rename[spec["array"]]}
+        return spec
+
+    call = _call_spec(case, index)
+    call["args"] = [fix(a) for a in case.args]
+    call["kwargs"] = {k: fix(v) for k, v in case.kwargs.items()}
+    call["parameters"] = {k: rename[v] for k, v in case.parameters.items()}
+    return call, {rename[name]: value for name, value in case.arrays.items()}
+
+
+def reference_module(lesson: Lesson):
+    """The reference of the lesson's module, loaded in this (trusted) process."""
+    switch.use_reference("all", quiet=True)
+    return importlib.import_module(f"attnlab.{lesson.modules[0]}")
+
+
+def _expected(module, call: dict, arrays: dict) -> dict:
+    out: dict[str, np.ndarray] = {}
+    result = worker.run_call(module, call, arrays, out)
+    result["arrays"] = out
+    return result
+
+
+def _compare(call: dict, expected: dict, got: dict, got_arrays: dict, arrays: dict) -> str:
+    """Why ``got`` is wrong ("" when it is right)."""
+    if got.get("status") != "ok":
+        return got.get("error", "no answer")
+    if got.get("structure") != expected["structure"]:
+        return f"returned {_shape_of(got['structure'])}, expected {_shape_of(expected['structure'])}"
+    for name, want_dtype in expected["dtypes"].items():
+        have, want = got_arrays.get(name), expected["arrays"][name]
+        if have is None:
+            return f"output {name} missing"
+        if got["dtypes"].get(name) != want_dtype:
+            return f"output has dtype {got['dtypes'].get(name)}, expected {want_dtype}"
+        if have.shape != want.shape:
+            return f"output has shape {have.shape}, expected {want.shape}"
+        rtol, atol = TOLERANCE.get(want_dtype, (1e-6, 1e-8))
+        if have.dtype.kind == "b" or want.dtype.kind == "b":
+            if not np.array_equal(have, want):
+                return "boolean output differs"
+        elif not np.allclose(have, want, rtol=rtol, atol=atol, equal_nan=True):
+            error = np.nanmax(np.abs(have.astype(np.float64) - want.astype(np.float64))) if have.size else 0.0
+            return f"values differ from the reference (largest difference {error:.3g})"
+    for index, spec in enumerate(call["args"]):
+        if isinstance(spec, dict) and "array" in spec:
+            after = got_arrays.get(f"{call['id']}:arg{index}")
+            if after is not None and not np.array_equal(after, arrays[spec["array"]], equal_nan=True):
+                return f"argument {index} was modified in place"
+    return ""
+
+
+def _shape_of(structure) -> str:
+    return f"a tuple of {len(structure)}" if isinstance(structure, list) else "a single value"
+
+
+def _worker_folder(folder: Path, lesson: Lesson, library: dict[str, bytes]) -> None:
+    """The worker's folder: the learner's modules of the lesson, the reference of the others."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    for module in exercise_modules():
+        target = folder / f"{module}.py"
+        if module in lesson.modules:
+            if module in library:
+                target.write_bytes(library[module])
+        else:
+            shutil.copy(switch.reference_path(module), target)
+
+
+def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, hide: list[str],
+          limits: sandbox.Limits, env: dict[str, str] | None = None) -> TrustedResult:
+    """Trusted verdicts on every autograded cell of ``lesson`` for the learner's ``library``
+    (module name -> source bytes; a missing module scores 0)."""
+    reference = reference_module(lesson)
+    result = TrustedResult()
+    cases = load_cases(lesson)
+    missing = [m for m in lesson.modules if m not in library]
+    if missing:
+        result.notes.append("library missing from the submission: " + ", ".join(f"{m}.py" for m in missing))
+    indexed = list(enumerate(cases))
+    # One worker for every call first (each worker pays for importing torch); if it gives no
+    # answer (the library looped, crashed or exited), one worker per function, so that one
+    # broken function does not cost the points of the others.
+    groups = {"all": indexed}
+    answers, answer_arrays, calls_by_index, arrays, problem = _run_group(lesson, library, indexed, scratch / "all", hide, limits, env)
+    retry = bool(problem)
+    if retry:
+        groups = {}
+        for index, case in indexed:
+            groups.setdefault(case.target, []).append((index, case))
+    failures: dict[str, str] = {}
+    for name, group in groups.items():
+        if retry:
+            answers, answer_arrays, calls_by_index, arrays, problem = _run_group(
+                lesson, library, group, scratch / name, hide, limits, env)
+            if problem:
+                result.notes.append(f"{name}: {problem}")
+        for index, case in group:
+            call = calls_by_index[index]
+            expected = _expected(reference, call, arrays)
+            got = answers.get(call["id"], {"status": "error", "error": problem or "no answer"})
+            why = _compare(call, expected, got, answer_arrays, arrays)
+            if why and case.grade_id not in failures:
+                failures[case.grade_id] = f"{case.target} ({case.label or call['id']}): {why}"[:200]
+    for case in cases:
+        cell = result.cells.setdefault(case.grade_id, CellResult(case.grade_id, True, 0))
+        cell.cases += 1
+        if case.grade_id in failures:
+            cell.passed, cell.failure = False, failures[case.grade_id]
+    return result
+
+
+def _run_group(lesson, library, group, folder, hide, limits, env):
+    """Ask one worker for the calls of ``group``; (answers, arrays out, calls by index, arrays in, problem)."""
+    calls, arrays, by_index = [], {}, {}
+    for index, case in group:
+        call, named = _prefixed(case, index)
+        calls.append(call)
+        arrays.update(named)
+        by_index[index] = call
+    answers, answer_arrays, problem = _ask_worker(lesson, library, calls, arrays, folder, hide, limits, env)
+    return answers, answer_arrays, by_index, arrays, problem
+
+
+def _ask_worker(lesson, library, calls, arrays, folder: Path, hide, limits, env):
+    """Run one sandboxed worker; (answers by call id, arrays, problem or "")."""
+    _worker_folder(folder, lesson, library)
+    request = json.dumps({"module": lesson.modules[0], "calls": calls, "arrays": worker.encode_arrays(arrays)})
+    answer_path, log_path = folder.parent / f"{folder.name}.answer", folder.parent / f"{folder.name}.log"
+    with answer_path.open("wb") as answer, log_path.open("wb") as log:
+        outcome = sandbox.run(
+            [sys.executable, "-m", "autograder.worker"],
+            sandbox.Config(workdir=str(folder), hide=hide, limits=limits),
+            stdin=request.encode(), stdout=answer, stderr=log, env=env,
+        )
+    problem = outcome.reason
+    try:
+        if answer_path.stat().st_size > RESPONSE_LIMIT:
+            raise ValueError("answer too large")
+        data = json.loads(answer_path.read_text())
+        return data["results"], worker.decode_arrays(data["arrays"]), problem
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        if not problem:
+            code = outcome.returncode
+            problem = (f"the worker ended (exit {code}) without a readable answer: the library exited, "
+                       f"crashed or wrote over the answer channel ({type(exc).__name__})")
+        return {}, {}, problem
+    finally:
+        answer_path.unlink(missing_ok=True)

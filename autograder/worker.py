@@ -1,0 +1,139 @@
+"""The grading worker: calls a learner's library on inputs it is given, and returns the outputs.
+
+It runs sandboxed (``autograder.sandbox``), in a folder holding the learner's modules of the lesson
+being graded and the reference of every other exercise module. It reads one request from standard
+input and writes one response to the file descriptor that was standard output when it started;
+everything the learner's code prints goes to standard error. Both are plain data: JSON, with
+arrays as an ``.npz`` archive in base64, loaded with ``allow_pickle=False``. The worker never sees
+expected outputs: the trusted side compares (``autograder.trusted``).
+
+A call is ``{"id", "recipe", "target", "args", "kwargs"}``. Recipes:
+
+- ``call``: ``target(*args, **kwargs)``, a function of the module;
+- ``module``: ``target(**init)`` (a class of the module), parameters set from arrays, then called
+  with ``args``.
+
+An argument is a JSON value or ``{"array": name, "as": "torch"|"numpy"}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import io
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+
+def encode_arrays(arrays: dict[str, np.ndarray]) -> str:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def decode_arrays(text: str) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(base64.b64decode(text)), allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def _to_numpy(value) -> np.ndarray:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.dtype == torch.bfloat16:
+            value = value.float()
+        return value.numpy().copy()
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, (bool, int, float, np.generic)):
+        return np.asarray(value)
+    raise TypeError(f"returned a {type(value).__name__}, not a tensor, an array or a number")
+
+
+def flatten(value, prefix: str, out: dict[str, np.ndarray]) -> object:
+    """Store the arrays of ``value`` (tensor, array, number, or tuple/list of them) in ``out``;
+    return its structure: a name, or a list of structures."""
+    if isinstance(value, (tuple, list)):
+        return [flatten(item, f"{prefix}.{index}", out) for index, item in enumerate(value)]
+    out[prefix] = _to_numpy(value)
+    return prefix
+
+
+def _argument(spec, arrays):
+    if isinstance(spec, dict) and "array" in spec:
+        value = arrays[spec["array"]].copy()
+        if spec.get("as", "torch") == "torch":
+            import torch
+
+            return torch.from_numpy(value)
+        return value
+    return spec
+
+
+def _dtype_name(value) -> str:
+    return str(getattr(value, "dtype", type(value).__name__)).replace("torch.", "")
+
+
+def run_call(module, call: dict, arrays: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> dict:
+    args = [_argument(spec, arrays) for spec in call.get("args", [])]
+    kwargs = {key: _argument(spec, arrays) for key, spec in call.get("kwargs", {}).items()}
+    target = getattr(module, call["target"])
+    if call["recipe"] == "module":
+        import torch
+
+        instance = target(**call.get("init", {}))
+        with torch.no_grad():
+            parameters = dict(instance.named_parameters())
+            for name, array_name in call.get("parameters", {}).items():
+                parameters[name].copy_(torch.from_numpy(arrays[array_name]))
+        result = instance(*args, **kwargs)
+    else:
+        result = target(*args, **kwargs)
+    structure = flatten(result, f"{call['id']}:out", out)
+    dtypes = {name: _dtype_name(value) for name, value in _named_outputs(result, f"{call['id']}:out")}
+    after = {}
+    for index, value in enumerate(args):  # inputs after the call, to detect changes in place
+        if hasattr(value, "shape"):
+            after[str(index)] = flatten(value, f"{call['id']}:arg{index}", out)
+    return {"status": "ok", "structure": structure, "dtypes": dtypes, "args_after": after}
+
+
+def _named_outputs(value, prefix):
+    if isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            yield from _named_outputs(item, f"{prefix}.{index}")
+    else:
+        yield prefix, value
+
+
+def main() -> int:
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what the learner's code prints must not reach the answer
+    request = json.loads(sys.stdin.read())
+    arrays = decode_arrays(request["arrays"])
+    results: dict[str, dict] = {}
+    out: dict[str, np.ndarray] = {}
+    try:
+        module = importlib.import_module(f"attnlab.{request['module']}")
+    except BaseException as exc:  # noqa: BLE001 (a broken import is a result, not a crash)
+        message = f"importing attnlab.{request['module']} failed: {type(exc).__name__}: {exc}"
+        results = {call["id"]: {"status": "error", "error": message} for call in request["calls"]}
+    else:
+        for call in request["calls"]:
+            try:
+                results[call["id"]] = run_call(module, call, arrays, out)
+            except BaseException as exc:  # noqa: BLE001 (SystemExit and KeyboardInterrupt included)
+                tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                results[call["id"]] = {"status": "error", "error": tail[:500]}
+    answer.write(json.dumps({"results": results, "arrays": encode_arrays(out)}))
+    answer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -51,6 +51,11 @@ def check_manifest() -> list[str]:
         for module in lesson.modules:
             if not (paths.REFERENCE_MODULES / f"{module}.py").is_file():
                 problems.append(f"lesson {lesson.number}: solutions/attnlab/{module}.py is missing")
+    owned = set(exercise_modules())
+    for reference in sorted(paths.REFERENCE_MODULES.glob("*.py")):
+        if reference.stem not in owned:
+            problems.append(f"solutions/attnlab/{reference.name} belongs to no lesson: add its lesson to "
+                            "src/attnlab/lessons.py (modules=...)")
     return problems
 
 

@@ -328,6 +328,9 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
             outcome.note(text)
 
     verdicts = trusted.TrustedResult()
+    if lesson.modules and not trusted.has_cases(lesson):
+        outcome.note(f"no trusted cases for lesson {lesson.number} (autograder/cases/lesson{lesson.number}.py): "
+                     "its autograded scores come from the notebook alone")
     if trusted.has_cases(lesson) and lesson.modules:
         verdicts = trusted.score(lesson, _library(submitted, lesson), scratch / "worker", hide,
                                  settings.worker_limits, env={**env, "PATH": env["PATH"]})

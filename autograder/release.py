@@ -26,6 +26,7 @@ from nbgrader.preprocessors import (
 
 from attnlab.lessons import LESSONS
 from autograder import paths
+from autograder.build import check_manifest
 from autograder.stubs import stub_for
 
 REGENERATE = "python -m autograder release"
@@ -60,6 +61,9 @@ def learner_notebook(source: Path) -> str:
 
 def expected_files() -> dict[Path, str]:
     """Every generated file and the text it should have."""
+    problems = check_manifest()
+    if problems:
+        raise SystemExit("The manifest and solutions/ disagree:\n  " + "\n  ".join(problems))
     files: dict[Path, str] = {}
     for lesson in LESSONS:
         files[paths.NOTEBOOKS / lesson.notebook] = learner_notebook(paths.SOLUTION_NOTEBOOKS / lesson.notebook)

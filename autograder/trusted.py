@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -47,8 +48,18 @@ class TrustedResult:
     notes: list[str] = field(default_factory=list)
 
 
+def _cases_module(lesson: Lesson):
+    return importlib.import_module(f"autograder.cases.lesson{lesson.number}")
+
+
 def load_cases(lesson: Lesson) -> list[Case]:
-    return importlib.import_module(f"autograder.cases.lesson{lesson.number}").cases()
+    return _cases_module(lesson).cases()
+
+
+def worker_env(lesson: Lesson) -> dict[str, str]:
+    """Environment a lesson's worker needs (``WORKER_ENV`` of its cases module), e.g. Triton's
+    interpreter on a machine without a GPU."""
+    return dict(getattr(_cases_module(lesson), "WORKER_ENV", {}))
 
 
 def has_cases(lesson: Lesson) -> bool:
@@ -57,7 +68,8 @@ def has_cases(lesson: Lesson) -> bool:
 
 def _call_spec(case: Case, index: int) -> dict:
     return {"id": f"c{index}", "recipe": case.recipe, "target": case.target, "args": case.args,
-            "kwargs": case.kwargs, "init": case.init, "parameters": case.parameters}
+            "kwargs": case.kwargs, "init": case.init, "parameters": case.parameters,
+            "grad_args": case.grad_args, "cotangents": case.cotangents}
 
 
 def _prefixed(case: Case, index: int) -> tuple[dict, dict]:
@@ -73,11 +85,15 @@ def _prefixed(case: Case, index: int) -> tuple[dict, dict]:
     call["args"] = [fix(a) for a in case.args]
     call["kwargs"] = {k: fix(v) for k, v in case.kwargs.items()}
     call["parameters"] = {k: rename[v] for k, v in case.parameters.items()}
+    call["cotangents"] = [None if c is None else rename[c] for c in case.cotangents]
     return call, {rename[name]: value for name, value in case.arrays.items()}
 
 
 def reference_module(lesson: Lesson):
-    """The reference of the lesson's module, loaded in this (trusted) process."""
+    """The reference of the lesson's module, loaded in this (trusted) process, in the same
+    environment as the worker's (set before the import: Triton reads it when kernels are defined)."""
+    for key, value in worker_env(lesson).items():
+        os.environ.setdefault(key, value)
     switch.use_reference("all", quiet=True)
     return importlib.import_module(f"attnlab.{lesson.modules[0]}")
 
@@ -140,6 +156,7 @@ def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, hide: list[s
           limits: sandbox.Limits, env: dict[str, str] | None = None) -> TrustedResult:
     """Trusted verdicts on every autograded cell of ``lesson`` for the learner's ``library``
     (module name -> source bytes; a missing module scores 0)."""
+    env = {**(env or {}), **worker_env(lesson)}
     reference = reference_module(lesson)
     result = TrustedResult()
     cases = load_cases(lesson)

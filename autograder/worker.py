@@ -11,7 +11,10 @@ A call is ``{"id", "recipe", "target", "args", "kwargs"}``. Recipes:
 
 - ``call``: ``target(*args, **kwargs)``, a function of the module;
 - ``module``: ``target(**init)`` (a class of the module), parameters set from arrays, then called
-  with ``args``.
+  with ``args``;
+- ``grad``: ``target(*args, **kwargs)`` with the arguments listed in ``grad_args`` requiring
+  gradients; the sum of each output times its cotangent array (``cotangents``, one per output, or
+  None) is differentiated, and the gradients of those arguments are returned.
 
 An argument is a JSON value or ``{"array": name, "as": "torch"|"numpy"}``.
 """
@@ -92,6 +95,15 @@ def run_call(module, call: dict, arrays: dict[str, np.ndarray], out: dict[str, n
             for name, array_name in call.get("parameters", {}).items():
                 parameters[name].copy_(torch.from_numpy(arrays[array_name]))
         result = instance(*args, **kwargs)
+    elif call["recipe"] == "grad":
+        import torch
+
+        wanted = [args[index].requires_grad_() for index in call["grad_args"]]
+        outputs = target(*args, **kwargs)
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        loss = sum((output * torch.from_numpy(arrays[name])).sum()
+                   for output, name in zip(outputs, call["cotangents"]) if name is not None)
+        result = tuple(torch.autograd.grad(loss, wanted))
     else:
         result = target(*args, **kwargs)
     structure = flatten(result, f"{call['id']}:out", out)

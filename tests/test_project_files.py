@@ -12,7 +12,7 @@ from autograder import paths
 from autograder.build import check_manifest
 
 # conda-forge names that differ from PyPI's
-CONDA_NAMES = {"torch": "pytorch"}
+CONDA_NAMES = {"torch": "pytorch", "playwright": "playwright-python"}
 
 
 def _split(requirement: str) -> tuple[str, str]:
@@ -73,3 +73,21 @@ def test_ci_runs_the_readme_test_command():
     assert "make test" in readme and "make lab" in readme
     ci = (paths.ROOT / ".ci" / "run").read_text()
     assert re.search(r"^make test$", ci, re.M)
+
+
+def test_every_graded_lesson_has_trusted_cases_for_each_autograded_cell():
+    import nbformat
+
+    from autograder import trusted
+
+    for item in LESSONS:
+        if not item.modules:
+            continue
+        assert trusted.has_cases(item), f"autograder/cases/lesson{item.number}.py is missing"
+        autograded = {
+            cell.metadata["nbgrader"]["grade_id"]
+            for cell in nbformat.read(paths.SOLUTION_NOTEBOOKS / item.notebook, as_version=4).cells
+            if cell.metadata.get("nbgrader", {}).get("grade") and not cell.metadata["nbgrader"].get("solution")
+        }
+        covered = {case.grade_id for case in trusted.load_cases(item)}
+        assert covered == autograded, f"lesson {item.number}: cases cover {sorted(covered)}, cells are {sorted(autograded)}"

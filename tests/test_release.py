@@ -65,55 +65,79 @@ def test_check_reports_an_edited_reference_missing_stub_and_orphan(copy_of_cours
 
 # --- no solution text in anything a learner receives -------------------------------------------
 
-def _secret_lines(min_length: int = 10) -> set[str]:
-    """Distinctive lines of every solution region, hidden test and model answer in solutions/."""
-    secrets: set[str] = set()
+def _secret_regions() -> list[list[str]]:
+    """The stripped, non-empty lines of every solution region, hidden test and model answer in
+    solutions/, one list per region."""
+    regions: list[list[str]] = []
     for module in paths.REFERENCE_MODULES.glob("*.py"):
         lines = module.read_text().splitlines()
         for begin, end in solution_regions(module.read_text()):
-            secrets.update(line.strip() for line in lines[begin + 1 : end])
+            regions.append([line.strip() for line in lines[begin + 1 : end] if line.strip()])
     for notebook in paths.SOLUTION_NOTEBOOKS.glob("*.ipynb"):
         for cell in nbformat.read(notebook, as_version=4).cells:
             meta = cell.metadata.get("nbgrader", {})
             if cell.cell_type == "markdown" and meta.get("solution"):
-                secrets.update(line.strip() for line in cell.source.splitlines())
+                regions.append([line.strip() for line in cell.source.splitlines() if line.strip()])
                 continue
-            inside = False
+            current = None
             for line in cell.source.splitlines():
                 if "BEGIN SOLUTION" in line or "BEGIN HIDDEN TESTS" in line:
-                    inside = True
+                    current = []
                 elif "END SOLUTION" in line or "END HIDDEN TESTS" in line:
-                    inside = False
-                elif inside:
-                    secrets.add(line.strip())
-    return {line for line in secrets if len(line) >= min_length}
+                    regions.append(current or [])
+                    current = None
+                elif current is not None and line.strip():
+                    current.append(line.strip())
+    return [region for region in regions if region]
 
 
-def _leaks(folder: Path, secrets: set[str]) -> list[str]:
-    found = []
-    for path in sorted(folder.rglob("*")):
-        if path.is_file() and path.suffix in (".py", ".ipynb", ".md", ".txt", ".json", ".html"):
-            text = path.read_text(errors="replace")
-            if path.suffix == ".ipynb":  # compare cell text, not JSON-escaped text
-                text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
-            found += [f"{path}: {line}" for line in secrets if line in text]
+def _signatures(min_length: int = 50) -> set[tuple[str, ...]]:
+    """What counts as a leak: two consecutive lines of a region, or one long line of it. Single
+    short lines ("if causal:", "return out, lse") also occur in honest public code."""
+    found: set[tuple[str, ...]] = set()
+    for region in _secret_regions():
+        found.update(zip(region, region[1:]))
+        found.update((line,) for line in region if len(line) >= min_length)
+        if len(region) == 1 and len(region[0]) >= 20:
+            found.add((region[0],))
     return found
 
 
-def test_the_secret_lines_are_found_where_they_are():
-    secrets = _secret_lines()
-    assert len(secrets) >= 20, "too few solution lines found: is the scan broken?"
-    assert _leaks(paths.SOLUTIONS, secrets), "the scan must find the secrets in solutions/ itself"
+def _leaks(folder: Path, signatures: set[tuple[str, ...]]) -> list[str]:
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".ipynb", ".md", ".txt", ".json", ".html"):
+            if path.suffix == ".ipynb":  # compare cell text, not JSON-escaped text
+                text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+            else:
+                text = path.read_text(errors="replace")
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            present = set(zip(lines, lines[1:])) | {(line,) for line in lines}
+            found += [f"{path}: {' / '.join(sig)}" for sig in signatures & present]
+    return found
+
+
+def test_the_scan_finds_secrets_where_they_are():
+    signatures = _signatures()
+    assert len(signatures) >= 20, "too few solution lines found: is the scan broken?"
+    leaks = _leaks(paths.SOLUTIONS, signatures)
+    assert len({leak.split(":")[0] for leak in leaks}) >= 3, "the scan must find the secrets in solutions/ itself"
+
+
+def test_a_leaked_solution_body_would_be_found(tmp_path):
+    region = next(r for r in _secret_regions() if len(r) >= 2)
+    (tmp_path / "leaky.py").write_text("def f():\n    " + "\n    ".join(region) + "\n")
+    assert _leaks(tmp_path, _signatures())
 
 
 def test_no_solution_text_in_learner_notebooks_or_library():
-    secrets = _secret_lines()
-    assert _leaks(paths.NOTEBOOKS, secrets) == []
-    assert _leaks(paths.LIBRARY, secrets) == []
+    signatures = _signatures()
+    assert _leaks(paths.NOTEBOOKS, signatures) == []
+    assert _leaks(paths.LIBRARY, signatures) == []
 
 
 def test_no_solution_text_in_an_nbgrader_release(built_course):
-    secrets = _secret_lines()
+    secrets = _signatures()
     release_dir = built_course / "release"
     assert sorted(p.name for p in release_dir.iterdir()) == sorted(lesson.slug for lesson in LESSONS)
     assert _leaks(release_dir, secrets) == []

@@ -18,7 +18,8 @@ class Case:
     """One call of a learner's function for one grade cell.
 
     grade_id: the notebook cell whose points depend on this case.
-    recipe:   "call" (a function) or "module" (construct a class, set parameters, call it).
+    recipe:   "call" (a function), "module" (construct a class, set parameters, call it) or
+              "grad" (gradients of the outputs against cotangents, see ``autograder.worker``).
     target:   name of the function or class in the lesson's module.
     args, kwargs: JSON values or ``array(...)`` references into ``arrays``.
     init, parameters: for "module": constructor keyword arguments, and parameter name -> array.
@@ -32,6 +33,8 @@ class Case:
     recipe: str = "call"
     init: dict = field(default_factory=dict)
     parameters: dict = field(default_factory=dict)
+    grad_args: list = field(default_factory=list)
+    cotangents: list = field(default_factory=list)
     label: str = ""
 
 

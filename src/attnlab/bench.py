@@ -1,9 +1,37 @@
-"""Timing, memory and device detection; lesson 00 uses environment_report."""
+"""Timing, memory, device detection and recorded results.
+
+- ``environment_report()``: what this machine offers the course (lesson 00).
+- ``torch_threads(n)``: run a block with n CPU threads for torch.
+- ``time_call(fn, device)``: median wall time of repeated calls after warm-up (CUDA events on a GPU).
+- ``peak_memory(fn, device)``: the most bytes a call had allocated at once, beyond what existed
+  before it (see its docstring for what exactly is counted on a CPU and on a GPU).
+- ``attention_flops``, ``attention_traffic``, ``machine_profile``: the bytes-against-FLOPs model of
+  lesson 09 and the measured figures of this machine that go with it.
+- ``naive_attention``, ``cpu_comparison``, ``gpu_comparison``, ``gpu_accuracy``: lesson 09's grid.
+- ``python -m attnlab.bench flash --out FILE``: the whole benchmark of lesson 09 (CPU always, GPU
+  when CUDA is available), written as JSON with the device, date and library versions;
+  ``load_recorded("flash_gpu")`` reads the GPU run shipped with the course, if one was recorded.
+"""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import importlib
+import json
+import math
+import os
 import platform
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+RECORDED = Path(__file__).resolve().parent / "recorded"
+SCHEMA = "attnlab.bench.flash/1"
+MiB = 2**20
 
 
 def _version(module: str) -> str | None:
@@ -35,3 +63,725 @@ def environment_report() -> dict:
         "gpu": torch.cuda.get_device_name(0) if cuda else None,
         "triton": _version("triton"),
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Timing and memory
+# --------------------------------------------------------------------------------------------
+
+
+def _is_cuda(device) -> bool:
+    return str(device).startswith("cuda")
+
+
+@contextlib.contextmanager
+def torch_threads(count: int | None):
+    """Run the block with ``torch.set_num_threads(count)`` (None: leave it), then restore it.
+
+    One thread makes CPU comparisons about the algorithms rather than the parallelism, and stable
+    on a shared machine, where an operation split over several threads waits for the slowest.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    if count is not None:
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def time_call(fn: Callable[[], object], device="cpu", *, repeats: int = 5, warmup: int = 1) -> dict:
+    """Run ``fn()`` ``warmup`` times untimed, then ``repeats`` times timed.
+
+    On a CPU each call is timed with ``time.perf_counter``; on a CUDA device with CUDA events around
+    the call, after synchronising, so the time is the GPU's and not the launch's.
+    Returns ``{"median_s", "min_s", "times_s"}`` (seconds).
+    """
+    import torch
+
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    for _ in range(warmup):
+        fn()
+    times = []
+    if _is_cuda(device):
+        torch.cuda.synchronize(device)
+        for _ in range(repeats):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+    else:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return {"median_s": statistics.median(times), "min_s": min(times), "times_s": times}
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 for a moment: the profiler's C++ side (Kineto) prints a line
+    at every start and stop, which would fill a notebook's output."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no real stderr: nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def _cpu_peak_bytes(fn: Callable[[], object]) -> int:
+    from torch.profiler import ProfilerActivity, profile
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():
+        prof.start()
+    try:
+        result = fn()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    try:
+        raw = prof.profiler.kineto_results.events()
+    except AttributeError as error:  # pragma: no cover - a future torch may move it
+        raise RuntimeError(f"this torch's profiler does not expose memory events ({error})") from None
+    changes = sorted((event.start_ns(), event.nbytes()) for event in raw if event.name() == "[memory]")
+    del result
+    running = peak = 0
+    for _, nbytes in changes:
+        running += nbytes
+        peak = max(peak, running)
+    return peak
+
+
+def peak_memory(fn: Callable[[], object], device="cpu") -> int:
+    """The most bytes ``fn()`` had allocated at one time beyond what existed before, in bytes.
+
+    What returned tensors hold is included (the result is alive when the call ends).
+
+    - CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats``, minus what was
+      allocated before: every tensor made through PyTorch's caching allocator (not cuBLAS or cuDNN
+      workspaces outside it).
+    - CPU: tensors allocated and freed by PyTorch's CPU allocator during the call, replayed in
+      order from ``torch.profiler``'s memory events (``profile_memory=True``) and summed to find
+      the peak. ``tracemalloc`` cannot see these allocations, and the process's resident size mixes
+      them with everything else; scratch memory that a math library (oneDNN, MKL) allocates on
+      its own is not counted.
+    """
+    import torch
+
+    if _is_cuda(device):
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        result = fn()
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device) - before
+        del result
+        return int(peak)
+    return int(_cpu_peak_bytes(fn))
+
+
+# --------------------------------------------------------------------------------------------
+# The bytes-against-FLOPs model and this machine's figures
+# --------------------------------------------------------------------------------------------
+
+
+def attention_flops(batch_heads: int, n_q: int, n_k: int, d: int, causal: bool = False) -> float:
+    """Floating-point operations of an attention forward pass: 4 * B*H * n_q * n_k * d.
+
+    Two matrix products (scores q k^T, then weights times v), each 2 * n_q * n_k * d operations
+    (a multiply and an add), as FlashAttention's authors count; halved when causal (about half of
+    the blocks are skipped). The softmax's exponentials are not counted.
+    """
+    flops = 4.0 * batch_heads * n_q * n_k * d
+    return flops / 2 if causal else flops
+
+
+def attention_traffic(n_q: int, n_k: int, d: int, *, element_bytes: int, block_q: int,
+                      batch_heads: int = 1) -> dict:
+    """Bytes moved between main memory and the fast on-chip memory, naive against tiled.
+
+    naive (each step reads its inputs from memory and writes its result back):
+       S = q k^T reads q and k, writes S (n_q x n_k); P = softmax(S) reads S and writes P;
+       O = P v reads P and v, writes O: (2 n_q d + 2 n_k d + 4 n_q n_k) elements.
+    tiled (FlashAttention): each block of ``block_q`` queries is read once and reads all of k and v
+       once; O is written once, and the float32 log-sum-exp (n_q numbers):
+       (2 n_q d + ceil(n_q / block_q) * 2 n_k d) elements + 4 n_q bytes.
+    Returns a dict: ``flops``, ``naive_bytes``, ``tiled_bytes``, ``naive_flops_per_byte``,
+    ``tiled_flops_per_byte``. A model: caches between the two levels can only lower the traffic.
+    """
+    flops = attention_flops(batch_heads, n_q, n_k, d)
+    naive = batch_heads * element_bytes * (2 * n_q * d + 2 * n_k * d + 4 * n_q * n_k)
+    tiled = batch_heads * (element_bytes * (2 * n_q * d + math.ceil(n_q / block_q) * 2 * n_k * d)
+                           + 4 * n_q)
+    return {"flops": flops, "naive_bytes": naive, "tiled_bytes": tiled,
+            "naive_flops_per_byte": flops / naive, "tiled_flops_per_byte": flops / tiled}
+
+
+def _cpu_caches() -> dict:
+    """Cache sizes of CPU 0 from Linux's sysfs, e.g. {"L1d": 49152, "L2": 2097152}; {} elsewhere."""
+    caches = {}
+    for folder in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
+        try:
+            level = (folder / "level").read_text().strip()
+            kind = (folder / "type").read_text().strip()
+            size = (folder / "size").read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+        value = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+        caches[f"L{level}" + {"Data": "d", "Instruction": "i"}.get(kind, "")] = value
+    return caches
+
+
+def machine_profile(device="cpu", *, matmul_size: int | None = None,
+                    copy_bytes: int | None = None, threads: int | None = None) -> dict:
+    """Measured compute and memory speed of ``device``, for the bytes-against-FLOPs model.
+
+    - ``matmul_flops_per_s``: a square matrix product (float32 on a CPU, bfloat16 on a GPU), the
+      best of a few runs: roughly the highest arithmetic rate attention's products can reach;
+    - ``copy_bytes_per_s``: bytes read plus written per second by copying a tensor much larger
+      than the caches: the main-memory bandwidth;
+    - ``balance_flops_per_byte``: their ratio. Code doing fewer operations per byte moved than
+      this waits for memory; code doing more waits for arithmetic.
+    Also the device's name and, on a CPU, its cache sizes (``caches``, bytes). ``threads``: CPU
+    threads to measure with (None: torch's current setting).
+    """
+    with torch_threads(None if _is_cuda(device) else threads):
+        return _machine_profile(device, matmul_size, copy_bytes)
+
+
+def _machine_profile(device, matmul_size, copy_bytes) -> dict:
+    import torch
+
+    cuda = _is_cuda(device)
+    size = matmul_size or (8192 if cuda else 1024)
+    nbytes = copy_bytes or ((2**30) if cuda else 128 * MiB)
+    dtype = torch.bfloat16 if cuda else torch.float32
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    matmul = time_call(lambda: a @ b, device, repeats=5, warmup=2)["min_s"]
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    copy = time_call(lambda: dst.copy_(src), device, repeats=5, warmup=1)["min_s"]
+    profile = {
+        "device": torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine()),
+        "matmul_dtype": str(dtype).replace("torch.", ""),
+        "matmul_flops_per_s": 2.0 * size**3 / matmul,
+        "copy_bytes_per_s": 2.0 * src.numel() * 4 / copy,
+        "threads": torch.get_num_threads(),
+    }
+    profile["balance_flops_per_byte"] = profile["matmul_flops_per_s"] / profile["copy_bytes_per_s"]
+    if cuda:
+        props = torch.cuda.get_device_properties(device)
+        profile["multiprocessors"] = props.multi_processor_count
+        profile["memory_bytes"] = props.total_memory
+        profile["l2_cache_bytes"] = getattr(props, "L2_cache_size", None)
+    else:
+        profile["caches"] = _cpu_caches()
+    return profile
+
+
+# --------------------------------------------------------------------------------------------
+# The implementations compared in lesson 09
+# --------------------------------------------------------------------------------------------
+
+
+def naive_attention(q, k, v, causal: bool = False, scale: float | None = None):
+    """Attention that builds the whole (..., n_q, n_k) score matrix: the baseline of lesson 09.
+
+    ``softmax(scale * q k^T) v`` in the inputs' dtype, with separate PyTorch operations (each
+    reading and writing an n_q x n_k tensor). causal: bottom-right aligned; needs n_q <= n_k.
+    """
+    import torch
+
+    factor = q.shape[-1] ** -0.5 if scale is None else scale
+    logits = torch.matmul(q, k.transpose(-2, -1)) * factor
+    if not causal:
+        return torch.softmax(logits, dim=-1) @ v
+    rows, cols = logits.shape[-2:]  # bottom-right: query i sees keys j <= i + n_k - n_q
+    allowed = torch.ones(rows, cols, dtype=torch.bool, device=q.device).tril(cols - rows)
+    return torch.softmax(logits.masked_fill(~allowed, -math.inf), dim=-1) @ v
+
+
+def sdpa_attention(q, k, v, causal: bool = False, scale: float | None = None):
+    """``torch.nn.functional.scaled_dot_product_attention`` (PyTorch's fused attention).
+
+    Its ``is_causal`` aligns the mask to the top-left corner, the same as bottom-right when n_q
+    equals n_k, which is what the benchmark grid uses.
+    """
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
+def _inputs(batch: int, heads: int, n: int, d: int, dtype, device, seed: int = 0):
+    import torch
+
+    # drawn where they are used: large GPU inputs are not worth generating on the CPU
+    g = torch.Generator(device=device).manual_seed(seed)
+    return [torch.randn(batch, heads, n, d, generator=g, device=device).to(dtype) for _ in range(3)]
+
+
+def _first(result):
+    """The output tensor of an implementation that returns (out, lse) or out."""
+    return result[0] if isinstance(result, tuple) else result
+
+
+def _error_text(error: BaseException) -> str:
+    text = f"{type(error).__name__}: {error}"
+    return text if len(text) < 300 else text[:297] + "..."
+
+
+def measure(name: str, fn: Callable, *, batch: int, heads: int, n: int, d: int, dtype="float32",
+            device="cpu", causal: bool = False, repeats: int = 3, warmup: int = 1,
+            memory: bool = True, seed: int = 0) -> dict:
+    """Time (and measure the peak memory of) ``fn(q, k, v, causal=...)`` on random inputs.
+
+    Returns one record: the settings, ``time_s`` (median), ``tflops`` (forward FLOPs per second /
+    1e12), ``memory_bytes`` (peak extra memory, or None when not measured), and ``error`` (None,
+    or the error the implementation raised, e.g. a NotImplementedError of an unwritten exercise).
+    """
+    import torch
+
+    torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    record = {"impl": name, "device": "cuda" if _is_cuda(device) else "cpu", "batch": batch,
+              "heads": heads, "n": n, "d": d, "dtype": str(torch_dtype).replace("torch.", ""),
+              "causal": bool(causal), "time_s": None, "tflops": None, "memory_bytes": None,
+              "error": None}
+    q, k, v = _inputs(batch, heads, n, d, torch_dtype, device, seed)
+    call = lambda: _first(fn(q, k, v, causal=causal))  # noqa: E731
+    try:
+        with torch.no_grad():
+            timing = time_call(call, device, repeats=repeats, warmup=warmup)
+            record["time_s"] = timing["median_s"]
+            record["tflops"] = attention_flops(batch * heads, n, n, d, causal) / timing["median_s"] / 1e12
+            if memory:
+                record["memory_bytes"] = peak_memory(call, device)
+    except Exception as error:  # noqa: BLE001 - recorded, the grid goes on
+        record["error"] = _error_text(error)
+        if _is_cuda(device):
+            torch.cuda.empty_cache()
+    return record
+
+
+def cpu_comparison(implementations: dict[str, Callable], ns: Sequence[int], *, d: int = 64,
+                   batch: int = 1, heads: int = 1, repeats: int = 3, memory: bool = True,
+                   max_n: dict[str, int] | None = None, progress: bool = False,
+                   threads: int | None = None) -> list[dict]:
+    """Lesson 09's CPU grid: every implementation at every n (float32, not causal).
+
+    implementations: name -> ``fn(q, k, v, causal=False)``, returning out or (out, lse).
+    max_n: name -> largest n to run it at (e.g. keep naive attention away from huge n).
+    threads: CPU threads for torch while measuring (None: its current setting).
+    Returns a list of records (see ``measure``); an implementation that raises gets its error
+    recorded once and is not run at larger n.
+    """
+    with torch_threads(threads):
+        return _cpu_comparison(implementations, ns, d, batch, heads, repeats, memory, max_n,
+                               progress)
+
+
+def _cpu_comparison(implementations, ns, d, batch, heads, repeats, memory, max_n, progress):
+    import torch
+
+    records, failed = [], set()
+    for n in ns:
+        for name, fn in implementations.items():
+            if name in failed or n > (max_n or {}).get(name, n):
+                continue
+            record = measure(name, fn, batch=batch, heads=heads, n=n, d=d, repeats=repeats,
+                             memory=memory)
+            record["threads"] = torch.get_num_threads()
+            if record["error"]:
+                failed.add(name)
+            elif progress:
+                print(f"  cpu {name:>22}  n={n:6d}  {record['time_s'] * 1e3:9.2f} ms  "
+                      f"{(record['memory_bytes'] or 0) / MiB:9.2f} MiB", flush=True)
+            records.append(record)
+    return records
+
+
+def series(records: Iterable[dict], value: str, **where) -> dict[str, tuple[list, list]]:
+    """impl -> (ns, values) of ``value`` over the records that match ``where`` and have no error."""
+    out: dict[str, tuple[list, list]] = {}
+    for record in records:
+        if record.get("error") or record.get(value) is None:
+            continue
+        if any(record.get(key) != wanted for key, wanted in where.items()):
+            continue
+        ns, values = out.setdefault(record["impl"], ([], []))
+        ns.append(record["n"])
+        values.append(record[value])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# GPU grid
+# --------------------------------------------------------------------------------------------
+
+SDPA_BACKENDS = ("MATH", "EFFICIENT_ATTENTION", "FLASH_ATTENTION", "CUDNN_ATTENTION")
+
+
+def _sdpa_backend(name: str) -> Callable:
+    """SDPA forced to one backend with ``torch.nn.attention.sdpa_kernel``."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backend = getattr(SDPBackend, name)
+
+    def run(q, k, v, causal=False):
+        with sdpa_kernel(backend):
+            return sdpa_attention(q, k, v, causal=causal)
+
+    return run
+
+
+def gpu_implementations(flash) -> dict[str, Callable]:
+    """name -> fn(q, k, v, causal) for the GPU grid, given the ``attnlab.flash`` module to use."""
+    impls = {
+        "naive": naive_attention,
+        "tiled PyTorch": lambda q, k, v, causal=False: flash.flash_attention_torch(
+            q, k, v, causal, block_q=1024, block_k=1024),
+        "Triton": lambda q, k, v, causal=False: flash.flash_attention_triton(q, k, v, causal),
+    }
+    for backend in SDPA_BACKENDS:
+        impls[f"SDPA {backend.lower().replace('_attention', '')}"] = _sdpa_backend(backend)
+    return impls
+
+
+def gpu_comparison(flash, *, ns: Sequence[int] = (512, 1024, 2048, 4096, 8192, 16384),
+                   head_dims: Sequence[int] = (64, 128), causal: Sequence[bool] = (False, True),
+                   dtype: str = "bfloat16", tokens: int = 16384, hidden: int = 2048,
+                   repeats: int = 10, progress: bool = True) -> list[dict]:
+    """Lesson 09's GPU grid, in FlashAttention-2's setting: batch x n = ``tokens`` tokens, and
+    ``hidden / d`` heads (Dao, 2023, section 4.1). Naive attention, the SDPA math backend and the
+    tiled PyTorch version are skipped where their memory would pass half the GPU's."""
+    import torch
+
+    budget = torch.cuda.get_device_properties(0).total_memory / 2
+    impls = gpu_implementations(flash)
+    records = []
+    for d in head_dims:
+        for is_causal in causal:
+            for n in ns:
+                batch, heads = max(1, tokens // n), hidden // d
+                square = batch * heads * n * n  # elements of one n x n tensor per head
+                for name, fn in impls.items():
+                    if name in ("naive", "SDPA math") and square * 12 > budget:
+                        continue  # several n x n tensors at once, some in float32
+                    if name == "tiled PyTorch" and n > 8192:
+                        continue  # Python loops over 1024-blocks: minutes, and no new insight
+                    record = measure(name, fn, batch=batch, heads=heads, n=n, d=d, dtype=dtype,
+                                     device="cuda", causal=is_causal, repeats=repeats, warmup=2)
+                    records.append(record)
+                    if progress:
+                        shown = (f"{record['tflops']:7.1f} TFLOP/s  {record['time_s'] * 1e3:9.3f} ms"
+                                 if not record["error"] else record["error"][:80])
+                        print(f"  gpu {name:>16}  d={d:3d} causal={is_causal!s:5} n={n:6d}  {shown}",
+                              flush=True)
+                torch.cuda.empty_cache()
+    return records
+
+
+def gpu_accuracy(flash, *, n: int = 2048, batch: int = 2, heads: int = 8,
+                 head_dims: Sequence[int] = (64, 128), causal: Sequence[bool] = (False, True),
+                 dtypes: Sequence[str] = ("bfloat16",)) -> list[dict]:
+    """Errors judged as FlashAttention's authors do: each low-precision output against a float32
+    reference (SDPA's math backend on float32 copies of the same inputs, TF32 off), set against
+    the error of PyTorch's own attention in the same low precision: ``ratio_to_sdpa`` divides by
+    the error of SDPA as PyTorch dispatches it, ``ratio_to_naive`` by that of naive attention
+    (FlashAttention's tests compare with the latter and accept up to 2)."""
+    import torch
+
+    impls = {"SDPA (default)": sdpa_attention, **gpu_implementations(flash)}
+    results = []
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for dtype in dtypes:
+            torch_dtype = getattr(torch, dtype)
+            for d in head_dims:
+                for is_causal in causal:
+                    q, k, v = _inputs(batch, heads, n, d, torch_dtype, "cuda", seed=1)
+                    with torch.no_grad():
+                        reference = _sdpa_backend("MATH")(q.float(), k.float(), v.float(), is_causal)
+                        errors = {}
+                        for name, fn in impls.items():
+                            try:
+                                out = _first(fn(q, k, v, causal=is_causal)).float()
+                                errors[name] = {
+                                    "max_abs": (out - reference).abs().max().item(),
+                                    "mean_abs": (out - reference).abs().mean().item(),
+                                }
+                            except Exception as error:  # noqa: BLE001
+                                errors[name] = {"error": _error_text(error)}
+                    for baseline_name, key in (("SDPA (default)", "ratio_to_sdpa"),
+                                               ("naive", "ratio_to_naive")):
+                        baseline = errors.get(baseline_name, {}).get("max_abs")
+                        for error in errors.values():
+                            if baseline and "max_abs" in error:
+                                error[key] = error["max_abs"] / baseline
+                    results.append({"dtype": dtype, "d": d, "causal": is_causal, "n": n,
+                                    "batch": batch, "heads": heads, "errors": errors})
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# Performance goals of lesson 09 (printed by the benchmark command)
+# --------------------------------------------------------------------------------------------
+
+
+def cpu_goals(flash, *, n: int = 4096, d: int = 64, memory_n: int = 16384,
+              repeats: int = 7, threads: int | None = None) -> dict:
+    """The CPU goals: at n=4096, d=64, float32 (batch 1, one head), the tiled PyTorch version at
+    least 2x naive attention's speed and at least 0.5x CPU SDPA's; its extra memory at n=16384
+    under 64 MiB. ``threads``: CPU threads for torch (None: its current setting)."""
+    with torch_threads(threads):
+        return _cpu_goals(flash, n, d, memory_n, repeats)
+
+
+def _cpu_goals(flash, n, d, memory_n, repeats) -> dict:
+    import torch
+
+    records = {
+        name: measure(name, fn, batch=1, heads=1, n=n, d=d, repeats=repeats, warmup=2, memory=False)
+        for name, fn in (("naive", naive_attention), ("tiled PyTorch", flash.flash_attention_torch),
+                         ("SDPA (CPU)", sdpa_attention))
+    }
+    big = measure("tiled PyTorch", flash.flash_attention_torch, batch=1, heads=1, n=memory_n, d=d,
+                  repeats=1, warmup=0)
+    t = {name: record["time_s"] for name, record in records.items()}
+    goals = {"n": n, "d": d, "dtype": "float32", "batch": 1, "heads": 1,
+             "threads": torch.get_num_threads(),
+             "time_s": t, "errors": {k: r["error"] for k, r in records.items() if r["error"]},
+             "memory_n": memory_n, "tiled_memory_bytes": big["memory_bytes"]}
+    if all(t.values()):
+        goals["speedup_vs_naive"] = t["naive"] / t["tiled PyTorch"]
+        goals["speed_vs_sdpa"] = t["SDPA (CPU)"] / t["tiled PyTorch"]
+        goals["met"] = {
+            "at least 2x naive": goals["speedup_vs_naive"] >= 2.0,
+            "at least 0.5x CPU SDPA": goals["speed_vs_sdpa"] >= 0.5,
+            "extra memory at n=16384 under 64 MiB": (big["memory_bytes"] or math.inf) < 64 * MiB,
+        }
+    return goals
+
+
+def gpu_goals(records: list[dict], n: int = 8192) -> list[dict]:
+    """The GPU goals from the grid: at n=8192 in bf16, the Triton forward at least 1.0x the SDPA
+    flash backend's TFLOP/s and at least 0.7x cuDNN's (each d and causal setting)."""
+    goals = []
+    by_key = {(r["impl"], r["d"], r["causal"]): r for r in records
+              if r["n"] == n and r["dtype"] == "bfloat16" and not r["error"]}
+    for d in sorted({r["d"] for r in records}):
+        for is_causal in (False, True):
+            triton_ = by_key.get(("Triton", d, is_causal))
+            entry = {"n": n, "d": d, "causal": is_causal,
+                     "triton_tflops": triton_ and triton_["tflops"]}
+            for name, key, floor in (("flash", "SDPA flash", 1.0), ("cudnn", "SDPA cudnn", 0.7)):
+                other = by_key.get((key, d, is_causal))
+                entry[f"{name}_tflops"] = other and other["tflops"]
+                if triton_ and other:
+                    entry[f"ratio_to_{name}"] = triton_["tflops"] / other["tflops"]
+                    entry[f"at least {floor}x {name}"] = entry[f"ratio_to_{name}"] >= floor
+            goals.append(entry)
+    return goals
+
+
+# --------------------------------------------------------------------------------------------
+# The command: python -m attnlab.bench flash --out FILE
+# --------------------------------------------------------------------------------------------
+
+
+def _flash_module(implementation: str):
+    """attnlab.flash: the course's reference (default) or the learner's own (``yours``)."""
+    import attnlab
+
+    if implementation == "reference":
+        attnlab.use_reference("flash")
+    return importlib.import_module("attnlab.flash")
+
+
+def system_report() -> dict:
+    """environment_report() plus what a recorded benchmark needs to be read later."""
+    import torch
+
+    report = environment_report()
+    report.update({
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version() if torch.cuda.is_available() else None,
+        "attnlab": _version("attnlab"),
+    })
+    return report
+
+
+def run_flash_benchmark(*, quick: bool = False, gpu: bool = True, implementation: str = "reference",
+                        progress: bool = True, flash=None,
+                        checkpoint: Callable[[dict], None] | None = None) -> dict:
+    """Lesson 09's benchmark: the CPU grid and goals always, the GPU grid, accuracy and goals when
+    CUDA is available (and ``gpu``). ``quick``: tiny sizes, to test the command itself.
+    ``flash``: the module to benchmark (default: ``attnlab.flash``, the reference unless
+    ``implementation="yours"``). ``checkpoint(result)`` is called after each part with what is
+    done so far (``result["complete"]`` is False until the end), so a run cut short keeps it."""
+    import torch
+
+    def save():
+        if checkpoint:
+            checkpoint(result)
+
+    flash = flash or _flash_module(implementation)
+    started = time.perf_counter()
+    result = {
+        "schema": SCHEMA,
+        "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": "python -m attnlab.bench " + " ".join(sys.argv[1:]) if sys.argv[1:] else None,
+        "implementation": implementation,
+        "quick": quick,
+        "complete": False,
+        "environment": system_report(),
+    }
+    cpu_ns = (64, 128) if quick else (256, 512, 1024, 2048, 4096, 8192)
+    cpu_impls = {"naive": naive_attention, "tiled PyTorch": flash.flash_attention_torch,
+                 "SDPA (CPU)": sdpa_attention}
+    if progress:
+        print(f"CPU grid (float32, d=64, batch 1, one head, {torch.get_num_threads()} threads):",
+              flush=True)
+    result["cpu"] = {
+        "settings": {"d": 64, "dtype": "float32", "batch": 1, "heads": 1, "causal": False,
+                     "threads": torch.get_num_threads(),
+                     "block_q": flash.DEFAULT_BLOCK_Q, "block_k": flash.DEFAULT_BLOCK_K},
+        "machine": machine_profile("cpu", matmul_size=256 if quick else None,
+                                   copy_bytes=8 * MiB if quick else None),
+        "records": cpu_comparison(cpu_impls, cpu_ns, repeats=1 if quick else 3, progress=progress),
+    }
+    goal_settings = dict(n=256, memory_n=512, repeats=1) if quick else {}
+    result["cpu"]["goals"] = cpu_goals(flash, **goal_settings)
+    result["cpu"]["goals_one_thread"] = cpu_goals(flash, threads=1, **goal_settings)
+    if progress:
+        print(format_cpu_goals(result["cpu"]["goals"]), flush=True)
+        print(format_cpu_goals(result["cpu"]["goals_one_thread"]), flush=True)
+    result["gpu"] = None
+    save()
+    if gpu and torch.cuda.is_available():
+        if progress:
+            print(f"GPU grid on {torch.cuda.get_device_name(0)}:", flush=True)
+        gpu_part = {"device": torch.cuda.get_device_name(0),
+                    "machine": machine_profile("cuda", matmul_size=1024 if quick else None,
+                                               copy_bytes=64 * MiB if quick else None)}
+        if quick:
+            gpu_part["records"] = gpu_comparison(flash, ns=(256,), head_dims=(64,), causal=(False,),
+                                                 tokens=512, repeats=2, progress=progress)
+            gpu_part["accuracy"] = gpu_accuracy(flash, n=256, batch=1, heads=2, head_dims=(64,),
+                                                causal=(False,), dtypes=("bfloat16",))
+        else:
+            result["gpu"] = gpu_part
+            gpu_part["records"] = gpu_comparison(flash, progress=progress)
+            save()
+            gpu_part["accuracy"] = gpu_accuracy(flash)
+        gpu_part["goals"] = gpu_goals(gpu_part["records"], n=256 if quick else 8192)
+        result["gpu"] = gpu_part
+        if progress:
+            print(format_gpu_goals(gpu_part["goals"]), flush=True)
+    result["seconds"] = time.perf_counter() - started
+    result["complete"] = True
+    save()
+    return result
+
+
+def format_cpu_goals(goals: dict) -> str:
+    t = goals["time_s"]
+    lines = [f"CPU goals (n={goals['n']}, d={goals['d']}, float32, batch 1, one head, "
+             f"{goals['threads']} thread{'s' if goals['threads'] > 1 else ''}):"]
+    for name, seconds in t.items():
+        lines.append(f"  {name:>14}: " + (f"{seconds * 1e3:8.1f} ms" if seconds else
+                                          goals["errors"].get(name, "not run")))
+    if "met" in goals:
+        lines.append(f"  tiled vs naive: {goals['speedup_vs_naive']:.2f}x faster (goal: at least 2x)")
+        lines.append(f"  tiled vs SDPA:  {goals['speed_vs_sdpa']:.2f}x SDPA's speed (goal: at least 0.5x)")
+    memory = goals["tiled_memory_bytes"]
+    lines.append(f"  tiled extra memory at n={goals['memory_n']}: "
+                 + (f"{memory / MiB:.2f} MiB (goal: under 64 MiB)" if memory is not None else "not measured"))
+    for goal, met in goals.get("met", {}).items():
+        lines.append(f"  [{'met' if met else 'MISSED'}] {goal}")
+    return "\n".join(lines)
+
+
+def format_gpu_goals(goals: list[dict]) -> str:
+    lines = ["GPU goals (bf16; Triton against the SDPA flash and cuDNN backends, TFLOP/s):"]
+    for g in goals:
+        def fmt(x):
+            return f"{x:6.1f}" if x else "   n/a"
+        line = (f"  d={g['d']:3d} causal={g['causal']!s:5}  Triton {fmt(g['triton_tflops'])}  "
+                f"flash {fmt(g['flash_tflops'])}  cuDNN {fmt(g['cudnn_tflops'])}")
+        for key in ("ratio_to_flash", "ratio_to_cudnn"):
+            if key in g:
+                line += f"  {key.replace('ratio_to_', 'x')} {g[key]:.2f}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def load_recorded(name: str = "flash_gpu", folder: Path | None = None) -> dict | None:
+    """A benchmark recorded on real hardware and shipped with the course, or None if none was.
+
+    ``name``: file stem in ``src/attnlab/recorded/`` (``flash_gpu``: ``python -m attnlab.bench
+    flash --out src/attnlab/recorded/flash_gpu.json`` run on a GPU). Numbers are never made up: no
+    file, no results.
+    """
+    path = (folder or RECORDED) / f"{name}.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if data.get("schema") != SCHEMA:
+        raise ValueError(f"{path} is not a lesson 09 benchmark (schema {data.get('schema')!r})")
+    if data.get("complete") is False:
+        raise ValueError(f"{path} is the record of a run cut short; record a complete one")
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attnlab.bench",
+                                     description="Benchmarks of the attention course.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    flash = commands.add_parser("flash", help="lesson 09: naive, tiled, Triton and SDPA attention")
+    flash.add_argument("--out", type=Path, required=True, help="JSON file to write")
+    flash.add_argument("--quick", action="store_true", help="tiny sizes (tests the command)")
+    flash.add_argument("--no-gpu", action="store_true", help="skip the GPU grid")
+    flash.add_argument("--yours", action="store_true",
+                       help="benchmark your attnlab.flash instead of the course's reference")
+    commands.add_parser("env", help="print the environment report")
+    args = parser.parse_args(argv)
+    if args.command == "env":
+        print(json.dumps(system_report(), indent=2))
+        return 0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(result: dict) -> None:
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+    result = run_flash_benchmark(quick=args.quick, gpu=not args.no_gpu,
+                                 implementation="yours" if args.yours else "reference",
+                                 checkpoint=write)
+    print(f"wrote {args.out} ({result['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

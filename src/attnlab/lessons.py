@@ -39,6 +39,15 @@ class Lesson:
 LESSONS: tuple[Lesson, ...] = (
     Lesson("00", "00_start_here", "Start here", "00_start_here.ipynb", budget_s=30.0),
     Lesson(
+        "01",
+        "01_bahdanau",
+        "Bahdanau attention and the fixed-length bottleneck",
+        "01_bahdanau_attention.ipynb",
+        modules=("additive",),
+        points=14.0,
+        budget_s=120.0,
+    ),
+    Lesson(
         "02",
         "02_attention",
         "Scaled dot-product attention",
@@ -46,6 +55,15 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("attention",),
         points=14.0,
         budget_s=60.0,
+    ),
+    Lesson(
+        "09",
+        "09_flash",
+        "FlashAttention, from online softmax to a Triton kernel",
+        "09_flash_attention.ipynb",
+        modules=("flash",),
+        points=18.0,
+        budget_s=180.0,
     ),
 )
 

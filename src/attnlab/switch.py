@@ -125,13 +125,16 @@ class _ExerciseFinder(importlib.abc.MetaPathFinder):
         return None  # the package's own file, found by the normal machinery
 
 
-def _reload(modules: set[str]) -> None:
-    """(Re-)import ``modules`` so the switch takes effect at once (and its notice shows now)."""
+def _reload(modules: set[str], everything: bool) -> None:
+    """Re-import ``modules`` so the switch takes effect at once (its notice shows now). With
+    ``everything`` False (a switch of "all"), only modules already imported are: importing every
+    exercise module would import what a lesson does not need (Triton, for one)."""
     package = sys.modules[_PACKAGE]
     for name in sorted(modules):
         fullname = f"{_PACKAGE}.{name}"
-        sys.modules.pop(fullname, None)
-        setattr(package, name, importlib.import_module(fullname))
+        if everything or fullname in sys.modules:
+            sys.modules.pop(fullname, None)
+            setattr(package, name, importlib.import_module(fullname))
 
 
 def _names(modules: tuple[str, ...]) -> set[str]:
@@ -153,14 +156,14 @@ def use_reference(*modules: str, quiet: bool = False) -> None:
         reference_path(name)  # fail now, with the reason, rather than at import
     _selected.update(wanted)
     _quiet = quiet
-    _reload(wanted)
+    _reload(wanted, everything="all" not in modules)
 
 
 def use_own(*modules: str) -> None:
     """Go back to your own code for ``modules`` ("attention", ... or "all")."""
     wanted = _names(modules) & _selected
     _selected.difference_update(wanted)
-    _reload(wanted)
+    _reload(wanted, everything="all" not in modules)
 
 
 def install() -> None:

@@ -15,5 +15,7 @@ Notebooks call ``checks.check_<function>(...)``; the package gathers:
 """
 
 
+from attnlab.checks.lesson01 import *  # noqa: F401,F403
 from attnlab.checks.lesson02 import *  # noqa: F401,F403
+from attnlab.checks.lesson09 import *  # noqa: F401,F403
 from attnlab.checks.common import *  # noqa: F401,F403

@@ -48,7 +48,13 @@ def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 def _join(message: str, hint: str) -> str:
     """``message``, then ``hint`` as a sentence of its own (if any)."""
     hint = hint.strip()
-    return f"{message}. {hint[0].upper()}{hint[1:]}" if hint else message
+    if not hint:
+        return message
+    # Capitalise a word, never a name: "grad_lse", "New_hidden" stay as written.
+    first = hint.split()[0]
+    if first.isalpha() and first.islower():
+        hint = hint[0].upper() + hint[1:]
+    return f"{message}. {hint}"
 
 
 def tolerances(dtype: Any) -> tuple[float, float]:

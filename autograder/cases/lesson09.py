@@ -1,0 +1,75 @@
+"""Trusted cases of lesson 09 (online_softmax, flash_attention_torch forward and backward,
+flash_attention_triton under Triton's interpreter where there is no GPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autograder.cases import Case, Inputs
+
+import torch
+
+# Without a GPU, Triton runs only through its interpreter, which must be on before kernels are defined.
+WORKER_ENV = {} if torch.cuda.is_available() else {"TRITON_INTERPRET": "1"}
+
+
+def _online(grade_id, rng, shape, block, dtype=np.float64, spread=3.0, holes=False, label=""):
+    inputs = Inputs()
+    x = (spread * rng.standard_normal(shape)).astype(dtype)
+    if holes:
+        x[rng.random(shape) < 0.3] = -np.inf
+        x[..., 0] = 0.0  # every row keeps a finite entry
+    return Case(grade_id, "online_softmax", [inputs.add(x)], {"block_size": block}, inputs.arrays, label=label)
+
+
+def _qkv(inputs, rng, batch, n_q, n_k, d, d_v, dtype, spread=1.0):
+    q = (spread * rng.standard_normal((*batch, n_q, d))).astype(dtype)
+    k = (spread * rng.standard_normal((*batch, n_k, d))).astype(dtype)
+    v = rng.standard_normal((*batch, n_k, d_v)).astype(dtype)
+    return [inputs.add(a) for a in (q, k, v)]
+
+
+def _forward(grade_id, rng, batch, n_q, n_k, d, d_v, causal, block, dtype=np.float64, spread=1.0, label="",
+             target="flash_attention_torch"):
+    inputs = Inputs()
+    args = _qkv(inputs, rng, batch, n_q, n_k, d, d_v, dtype, spread)
+    kwargs = {"causal": causal}
+    if target == "flash_attention_torch":
+        kwargs.update(block_q=block, block_k=block)
+    return Case(grade_id, target, args, kwargs, inputs.arrays, label=label)
+
+
+def _backward(grade_id, rng, batch, n_q, n_k, d, d_v, causal, block, label=""):
+    inputs = Inputs()
+    args = _qkv(inputs, rng, batch, n_q, n_k, d, d_v, np.float64)
+    d_out = inputs.add(rng.standard_normal((*batch, n_q, d_v)))["array"]
+    d_lse = inputs.add(rng.standard_normal((*batch, n_q)))["array"]
+    return Case(grade_id, "flash_attention_torch", args, {"causal": causal, "block_q": block, "block_k": block},
+                inputs.arrays, recipe="grad", grad_args=[0, 1, 2], cotangents=[d_out, d_lse], label=label)
+
+
+def cases() -> list[Case]:
+    rng = np.random.default_rng(20260909)
+    found = [
+        _online("online_softmax_visible", rng, (3, 10), 4, label="blocks of 4"),
+        _online("online_softmax_visible", rng, (2, 7), 3, dtype=np.float32, spread=300.0, label="large, float32"),
+        _online("online_softmax_hidden", rng, (4, 3, 13), 5, holes=True, label="-inf entries"),
+        _online("online_softmax_hidden", rng, (2, 33), 8, spread=1e4, label="extreme"),
+        _online("online_softmax_hidden", rng, (5, 1), 2, dtype=np.float32, label="one column"),
+        _forward("flash_forward_visible", rng, (2,), 17, 17, 8, 8, False, 8, label="unaligned n"),
+        _forward("flash_forward_visible", rng, (1, 2), 12, 12, 4, 6, True, 5, label="causal"),
+        _forward("flash_forward_hidden", rng, (3,), 5, 19, 8, 3, True, 4, label="causal, n_q < n_k"),
+        _forward("flash_forward_hidden", rng, (2,), 9, 4, 4, 4, True, 3, label="causal, n_q > n_k"),
+        _forward("flash_forward_hidden", rng, (2,), 11, 23, 16, 8, False, 7, dtype=np.float16, label="float16"),
+        _forward("flash_forward_hidden", rng, (), 13, 6, 8, 5, False, 4, spread=20.0, label="extreme scores"),
+        _backward("flash_backward_visible", rng, (2,), 9, 9, 4, 4, False, 4, label="gradients"),
+        _backward("flash_backward_hidden", rng, (2,), 7, 13, 8, 3, True, 5, label="causal gradients"),
+        _backward("flash_backward_hidden", rng, (), 6, 6, 4, 4, True, 4, label="square causal"),
+        _forward("flash_triton_visible", rng, (1,), 16, 16, 16, 16, False, 0, dtype=np.float32,
+                 target="flash_attention_triton", label="interpreter, small"),
+        _forward("flash_triton_hidden", rng, (2,), 20, 33, 16, 16, True, 0, dtype=np.float32,
+                 target="flash_attention_triton", label="causal, unaligned"),
+        _forward("flash_triton_hidden", rng, (1,), 24, 24, 16, 16, False, 0, dtype=np.float16,
+                 target="flash_attention_triton", label="float16"),
+    ]
+    return found

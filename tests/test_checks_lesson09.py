@@ -1,0 +1,219 @@
+"""The visible checks of lesson 09: they pass on the reference and fail, with the right diagnostic,
+on deliberately broken implementations; a stub's NotImplementedError passes through unchanged."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab import checks
+
+ROOT = Path(__file__).resolve().parents[1]
+CUDA = torch.cuda.is_available()
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def flash():
+    """A fresh copy of the reference (tests may patch its pieces)."""
+    return _load(ROOT / "solutions" / "attnlab" / "flash.py", "_attnlab_flash_reference_for_checks")
+
+
+@pytest.fixture(scope="module")
+def stub():
+    return _load(ROOT / "src" / "attnlab" / "flash.py", "_attnlab_flash_stub_for_checks")
+
+
+def fails(check, fn, *patterns: str) -> str:
+    """Run ``check(fn)``; it must raise AssertionError whose message matches every pattern."""
+    with pytest.raises(AssertionError) as caught:
+        check(fn)
+    message = str(caught.value)
+    for pattern in patterns:
+        assert re.search(pattern, message, re.IGNORECASE), f"{pattern!r} not in: {message}"
+    return message
+
+
+# ---------------------------------------------------------------------------- the reference passes
+
+
+def test_the_checks_pass_on_the_reference(flash, capsys):
+    checks.check_online_softmax(flash.online_softmax)
+    checks.check_flash_attention_torch(flash.flash_attention_torch)
+    checks.check_flash_backward(flash.flash_attention_torch)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-3:] == [
+        "✓ online_softmax: 6 checks passed",
+        "✓ flash_attention_torch: 9 checks passed",
+        "✓ flash_backward: 5 checks passed",
+    ]
+
+
+def test_the_triton_check_passes_on_the_reference_kernel(python):
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed")
+    code = "from attnlab import checks, flash\nchecks.check_flash_attention_triton(flash.flash_attention_triton)\n"
+    # on a GPU, keep the caller's choice of autotuning (the fixture strips ATTNLAB_ variables)
+    device = ({"ATTNLAB_TRITON_AUTOTUNE": os.environ.get("ATTNLAB_TRITON_AUTOTUNE", "1")} if CUDA
+              else {"TRITON_INTERPRET": "1"})
+    done = python(code, env={"ATTNLAB_REFERENCE": "flash", **device})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "✓ flash_attention_triton: 6 checks passed" in done.stdout
+
+
+# ---------------------------------------------------------------------------- stubs pass through
+
+
+def test_stub_not_implemented_errors_pass_through_unchanged(stub, flash, monkeypatch):
+    for check, fn, name in [(checks.check_online_softmax, stub.online_softmax, "online_softmax"),
+                            (checks.check_flash_attention_torch, stub.flash_attention_torch, "flash_forward"),
+                            (checks.check_flash_backward, stub.flash_attention_torch, "flash_forward")]:
+        with pytest.raises(NotImplementedError) as caught:
+            check(fn)
+        assert str(caught.value).startswith(f"Lesson 09: {name}()")
+    # a written forward pass with the stub's backward: the backward's message comes through
+    monkeypatch.setattr(flash, "flash_backward", stub.flash_backward)
+    with pytest.raises(NotImplementedError, match=r"^Lesson 09: flash_backward\(\)"):
+        checks.check_flash_backward(flash.flash_attention_torch)
+
+
+def test_the_triton_stub_passes_through_the_triton_check(python):
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed")
+    code = textwrap.dedent("""
+        from attnlab import checks, flash
+        try:
+            checks.check_flash_attention_triton(flash.flash_attention_triton)
+        except NotImplementedError as error:
+            print("NotImplementedError:", error)
+    """)
+    done = python(code, env={"ATTNLAB_TRITON_AUTOTUNE": "0"} if CUDA else {"TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "NotImplementedError: Lesson 09: flash_forward_kernel()" in done.stdout
+
+
+# ---------------------------------------------------------------------------- broken: online softmax
+
+
+def softmax_without_rescaling(x, block_size=128):
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)
+    l = torch.zeros_like(m)
+    for start in range(0, x.shape[-1], block_size):
+        block = x[..., start:start + block_size]
+        m = torch.maximum(m, block.amax(-1))
+        l = l + torch.exp(block - m[..., None]).sum(-1)  # forgot l * exp(m_old - m)
+    return torch.exp(x - m[..., None]) / l[..., None], m + torch.log(l)
+
+
+def softmax_without_guard(x, block_size=128):
+    m = torch.full(x.shape[:-1], -math.inf, dtype=x.dtype)
+    l = torch.zeros_like(m)
+    for start in range(0, x.shape[-1], block_size):
+        block = x[..., start:start + block_size]
+        m_new = torch.maximum(m, block.amax(-1))
+        l = l * torch.exp(m - m_new) + torch.exp(block - m_new[..., None]).sum(-1)  # nan for -inf rows
+        m = m_new
+    return torch.exp(x - m[..., None]) / l[..., None], m + torch.log(l)
+
+
+def softmax_lse_without_max(x, block_size=128):
+    return torch.softmax(x, -1), torch.log(torch.exp(x - x.amax(-1, keepdim=True)).sum(-1))
+
+
+def test_online_softmax_diagnostics():
+    fails(checks.check_online_softmax, softmax_without_rescaling, "weights", r"multiply what you have summed",
+          r"exp\(m - m_new\)")
+    fails(checks.check_online_softmax, softmax_without_guard, "-inf", r"exp\(-inf - \(-inf\)\)")
+    fails(checks.check_online_softmax, softmax_lse_without_max, "lse", "you left out m")
+    fails(checks.check_online_softmax, lambda x, b: torch.softmax(x, -1), "must return a pair")
+
+
+# ---------------------------------------------------------------------------- broken: forward
+
+
+def full_matrix_forward(q, k, v, causal, scale, block_q, block_k, mistake=None):
+    """Correct values from the whole score matrix, or with one deliberate ``mistake``."""
+    work = torch.float64 if q.dtype == torch.float64 else torch.float32
+    s = (q.to(work) @ k.to(work).transpose(1, 2)) * scale
+    n_q, n_k = s.shape[-2:]
+    if causal:
+        diagonal = 0 if mistake == "top-left" else n_k - n_q
+        s = s.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal), -math.inf)
+    m = s.amax(-1, keepdim=True)
+    shift = m.masked_fill(m == -math.inf, 0.0)
+    p = torch.exp(s - shift)
+    l = p.sum(-1, keepdim=True)
+    out = (p @ v.to(work)) / l.masked_fill(l == 0, 1.0)
+    lse = (shift + torch.log(l)).squeeze(-1).masked_fill(l.squeeze(-1) == 0, -math.inf)
+    if mistake == "log(l)":
+        lse = torch.log(l).squeeze(-1)
+    if mistake == "base 2":
+        lse = lse / math.log(2.0)
+    return out.to(q.dtype), lse
+
+
+@pytest.mark.parametrize("mistake, patterns", [
+    ("top-left", ["causal", "top-left"]),
+    ("log(l)", ["lse", r"without the maximum m"]),
+    ("base 2", ["lse", "base 2"]),
+    (None, ["never builds", r"n x n"]),
+])
+def test_forward_diagnostics(flash, monkeypatch, mistake, patterns):
+    monkeypatch.setattr(flash, "flash_forward",
+                        lambda *args: full_matrix_forward(*args, mistake=mistake))
+    fails(checks.check_flash_attention_torch, flash.flash_attention_torch, *patterns)
+
+
+def test_forward_nan_for_queries_that_see_nothing_is_reported(flash, monkeypatch):
+    def nan_rows(q, k, v, causal, scale, block_q, block_k):
+        out, lse = full_matrix_forward(q, k, v, causal, scale, block_q, block_k)
+        if causal and q.shape[1] > k.shape[1]:
+            out[:, 0] = math.nan
+        return out, lse
+
+    monkeypatch.setattr(flash, "flash_forward", nan_rows)
+    fails(checks.check_flash_attention_torch, flash.flash_attention_torch, "n_q > n_k", "nan")
+
+
+# ---------------------------------------------------------------------------- broken: backward
+
+
+def test_backward_diagnostics(flash, monkeypatch):
+    reference = flash.flash_backward
+
+    def ignores_grad_lse(grad_out, grad_lse, *rest):
+        return reference(grad_out, torch.zeros_like(grad_lse), *rest)
+
+    monkeypatch.setattr(flash, "flash_backward", ignores_grad_lse)
+    fails(checks.check_flash_backward, flash.flash_attention_torch, "through lse", "grad_lse is ignored")
+
+    def forgets_scale(grad_out, grad_lse, q, k, v, out, lse, causal, scale, block_q, block_k):
+        dq, dk, dv = reference(grad_out, grad_lse, q, k, v, out, lse, causal, scale, block_q, block_k)
+        return dq / scale, dk / scale, dv
+
+    monkeypatch.setattr(flash, "flash_backward", forgets_scale)
+    fails(checks.check_flash_backward, flash.flash_attention_torch, "dq", "scale is missing")
+
+
+def test_triton_check_diagnostics_with_a_plain_function():
+    """The Triton check judges any function with the kernel's signature (here plain PyTorch)."""
+    def top_left(q, k, v, causal=False):
+        out, lse = full_matrix_forward(q.reshape(-1, *q.shape[-2:]), k.reshape(-1, *k.shape[-2:]),
+                                       v.reshape(-1, *v.shape[-2:]), causal, q.shape[-1] ** -0.5, 0, 0,
+                                       mistake="top-left")
+        return out.reshape(q.shape[:-1] + v.shape[-1:]), lse.float().reshape(q.shape[:-1])
+
+    fails(checks.check_flash_attention_triton, top_left, "causal", "top-left")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import importlib
-import importlib.util
 import inspect
 import math
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from torch import nn
 
 import attnlab
+from tests.helpers import borrowed_reference, fails, load_stub
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,24 +28,13 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def ref():
     """attnlab.additive as the course's reference (through the switch), restored afterwards."""
-    was_reference = attnlab.source_of("additive") == "reference"
-    attnlab.use_reference("additive")
-    module = importlib.import_module("attnlab.additive")
-    assert Path(module.__file__).resolve() == ROOT / "solutions" / "attnlab" / "additive.py"
-    yield module
-    if not was_reference:
-        attnlab.use_own("additive")
+    yield from borrowed_reference("additive")
 
 
 @pytest.fixture(scope="module")
 def stub():
     """The learner's stub, loaded from its file under a private name (the switch is not involved)."""
-    spec = importlib.util.spec_from_file_location(
-        "_attnlab_additive_stub_for_reference_tests", ROOT / "src" / "attnlab" / "additive.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_stub("additive")
 
 
 # ------------------------------------------------------------------ independent float64 computation

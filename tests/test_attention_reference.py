@@ -8,7 +8,6 @@ must raise NotImplementedError naming Lesson 02 while still checking its inputs.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
 import attnlab
+from tests.helpers import borrowed_reference, fails, load_stub
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("softmax", "attention_numpy", "scaled_dot_product_attention")
@@ -27,24 +27,13 @@ FUNCTIONS = ("softmax", "attention_numpy", "scaled_dot_product_attention")
 @pytest.fixture(scope="module")
 def ref():
     """attnlab.attention as the course's reference (through the switch), restored afterwards."""
-    was_reference = attnlab.source_of("attention") == "reference"
-    attnlab.use_reference("attention")
-    module = importlib.import_module("attnlab.attention")
-    assert Path(module.__file__).resolve() == ROOT / "solutions" / "attnlab" / "attention.py"
-    yield module
-    if not was_reference:
-        attnlab.use_own("attention")
+    yield from borrowed_reference("attention")
 
 
 @pytest.fixture(scope="module")
 def stub():
     """The learner's stub, loaded from its file under a private name (the switch is not involved)."""
-    spec = importlib.util.spec_from_file_location(
-        "_attnlab_attention_stub_for_reference_tests", ROOT / "src" / "attnlab" / "attention.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_stub("attention")
 
 
 def random_problem(seed: int, *, mask: bool, float_dtype=torch.float64):

@@ -4,7 +4,6 @@ diagnostic, on deliberately broken implementations."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
 import re
 from pathlib import Path
@@ -15,6 +14,7 @@ import torch
 from torch.nn.attention.bias import causal_lower_right
 
 import attnlab
+from tests.helpers import borrowed_reference, fails, load_stub
 from attnlab import checks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,32 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def reference():
     """attnlab.attention as the course's reference, restored to what it was afterwards."""
-    was_reference = attnlab.source_of("attention") == "reference"
-    attnlab.use_reference("attention")
-    yield importlib.import_module("attnlab.attention")
-    if not was_reference:
-        attnlab.use_own("attention")
+    yield from borrowed_reference("attention")
 
 
 @pytest.fixture(scope="module")
 def stub():
     """The learner's stub, loaded straight from its file under a private name."""
-    spec = importlib.util.spec_from_file_location(
-        "_attnlab_attention_stub_for_checks", ROOT / "src" / "attnlab" / "attention.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def fails(check, fn, *patterns: str) -> str:
-    """Run ``check(fn)``; it must raise AssertionError whose message matches every pattern."""
-    with pytest.raises(AssertionError) as caught:
-        check(fn)
-    message = str(caught.value)
-    for pattern in patterns:
-        assert re.search(pattern, message), f"{pattern!r} not in: {message}"
-    return message
+    return load_stub("attention")
 
 
 # ---------------------------------------------------------------------------- the reference passes

@@ -4,7 +4,6 @@ on deliberately broken implementations of additive attention."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import math
 import re
 from pathlib import Path
@@ -14,6 +13,7 @@ import torch
 from torch import nn
 
 import attnlab
+from tests.helpers import borrowed_reference, fails, load_stub
 from attnlab import checks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,32 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def ref():
     """attnlab.additive as the course's reference, restored to what it was afterwards."""
-    was_reference = attnlab.source_of("additive") == "reference"
-    attnlab.use_reference("additive")
-    yield importlib.import_module("attnlab.additive")
-    if not was_reference:
-        attnlab.use_own("additive")
+    yield from borrowed_reference("additive")
 
 
 @pytest.fixture(scope="module")
 def stub():
     """The learner's stub, loaded straight from its file under a private name."""
-    spec = importlib.util.spec_from_file_location(
-        "_attnlab_additive_stub_for_checks", ROOT / "src" / "attnlab" / "additive.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def fails(check, fn, *patterns: str) -> str:
-    """Run ``check(fn)``; it must raise AssertionError whose message matches every pattern."""
-    with pytest.raises(AssertionError) as caught:
-        check(fn)
-    message = str(caught.value)
-    for pattern in patterns:
-        assert re.search(pattern, message, re.IGNORECASE), f"{pattern!r} not in: {message}"
-    return message
+    return load_stub("additive")
 
 
 # ---------------------------------------------------------------------------- the reference passes

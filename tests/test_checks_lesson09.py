@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.helpers import fails
 from attnlab import checks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,14 +38,6 @@ def stub():
     return _load(ROOT / "src" / "attnlab" / "flash.py", "_attnlab_flash_stub_for_checks")
 
 
-def fails(check, fn, *patterns: str) -> str:
-    """Run ``check(fn)``; it must raise AssertionError whose message matches every pattern."""
-    with pytest.raises(AssertionError) as caught:
-        check(fn)
-    message = str(caught.value)
-    for pattern in patterns:
-        assert re.search(pattern, message, re.IGNORECASE), f"{pattern!r} not in: {message}"
-    return message
 
 
 # ---------------------------------------------------------------------------- the reference passes

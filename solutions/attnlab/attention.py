@@ -16,6 +16,8 @@ import math
 import numpy as np
 import torch
 
+from attnlab.validate import check_mask, check_qkv
+
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Softmax of ``x`` along ``dim``, stable for very large and very small entries.
@@ -69,41 +71,6 @@ def attention_numpy(
     ### END SOLUTION
 
 
-def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask) -> None:
-    """Raise a clear error for inputs that cannot be attended over."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., n, d), got {tuple(t.shape)}")
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be floating point, got {t.dtype}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must share their last dimension d: q is {tuple(q.shape)}, k is {tuple(k.shape)}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of keys n_k: k is {tuple(k.shape)}, v is {tuple(v.shape)}"
-        )
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        got = mask.dtype if isinstance(mask, torch.Tensor) else type(mask).__name__
-        raise TypeError(
-            f"mask must be a boolean torch.Tensor (True = may attend), got {got}; "
-            "an additive float mask is not supported here"
-        )
-    scores_shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], k.shape[-2])
-    try:
-        torch.broadcast_shapes(mask.shape, scores_shape)
-    except RuntimeError:
-        raise ValueError(
-            f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape "
-            f"{scores_shape} = (..., n_q, n_k)"
-        ) from None
-
-
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -121,7 +88,8 @@ def scaled_dot_product_attention(
     Returns ``(out, weights)``: out (..., n_q, d_v), weights (..., n_q, n_k). Uses this module's
     ``softmax``. The inputs are left unchanged.
     """
-    _check_inputs(q, k, v, mask)
+    check_qkv(q, k, v)
+    check_mask(mask, q, k)
     ### BEGIN SOLUTION
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])

@@ -47,6 +47,8 @@ import textwrap
 
 import torch
 
+from attnlab.validate import check_qkv, check_scale
+
 try:  # Triton is optional: everything but flash_attention_triton works without it
     import triton
     import triton.language as tl
@@ -178,46 +180,6 @@ class FlashAttentionFunction(torch.autograd.Function):
         return dq, dk, dv, None, None, None, None
 
 
-def _check_qkv(q, k, v, same_head_dim: bool = False) -> tuple[int, ...]:
-    """Raise a clear error for inputs that cannot be attended over; return the batch shape."""
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have shape (..., n, d), got {tuple(t.shape)}")
-        if not t.is_floating_point():
-            raise TypeError(f"{name} must be floating point, got {t.dtype}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if not q.device == k.device == v.device:
-        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"q and k must share their last dimension d: q is {tuple(q.shape)}, k is {tuple(k.shape)}"
-        )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"k and v must have the same number of keys n_k: k is {tuple(k.shape)}, v is {tuple(v.shape)}"
-        )
-    if same_head_dim and v.shape[-1] != q.shape[-1]:
-        raise ValueError(f"this kernel needs v of the same last dimension d as q and k, got "
-                         f"q {tuple(q.shape)}, v {tuple(v.shape)}")
-    try:
-        return tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch) dimensions of q {tuple(q.shape)}, k {tuple(k.shape)} and "
-            f"v {tuple(v.shape)} do not broadcast"
-        ) from None
-
-
-def _check_scale(scale, d: int) -> float:
-    """The scale as a float: ``1 / sqrt(d)`` when None."""
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
-        raise TypeError(f"scale must be a number or None, got {type(scale).__name__}")
-    return 1.0 / math.sqrt(d) if scale is None else float(scale)
-
-
 def _flatten(t: torch.Tensor, batch: tuple[int, ...]) -> torch.Tensor:
     """(..., n, d) expanded to the common batch shape, as (B, n, d)."""
     return t.expand(*batch, *t.shape[-2:]).reshape(-1, *t.shape[-2:])
@@ -236,11 +198,11 @@ def flash_attention_torch(
     float64 for float64 inputs). Both are differentiable; the backward pass recomputes the
     scores from lse (``flash_backward``). Uses this module's ``flash_forward``.
     """
-    batch = _check_qkv(q, k, v)
+    batch = check_qkv(q, k, v)
     for name, size in (("block_q", block_q), ("block_k", block_k)):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"{name} must be a positive int, got {size!r}")
-    scale = _check_scale(scale, q.shape[-1])
+    scale = check_scale(scale, q.shape[-1])
     n_q, d_v = q.shape[-2], v.shape[-1]
     out, lse = FlashAttentionFunction.apply(
         _flatten(q, batch), _flatten(k, batch), _flatten(v, batch), bool(causal), scale,
@@ -386,10 +348,10 @@ def flash_attention_triton(
     Triton's interpreter, which must be on before this module is imported (``TRITON_INTERPRET=1``):
     slow, for small sizes only, and without bfloat16 (the interpreter computes bf16 dots wrongly).
     """
-    batch = _check_qkv(q, k, v, same_head_dim=True)
+    batch = check_qkv(q, k, v, same_head_dim=True)
     if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise TypeError(f"flash_attention_triton takes float16, bfloat16 or float32, got {q.dtype}")
-    scale = _check_scale(scale, q.shape[-1])
+    scale = check_scale(scale, q.shape[-1])
     problem = triton_status()
     if problem:
         raise RuntimeError(f"flash_attention_triton cannot run: {problem}")

@@ -21,10 +21,12 @@ $(STAMP): pyproject.toml requirements/dev.lock
 	$(BIN)/pip install --no-deps -e .
 	@touch $(STAMP)
 
+# JupyterLab as learners get it (lab-settings/: lesson 00 first, no news pop-up, nbgrader's learner
+# extensions only); tests/browser/ starts it the same way.
 lab: $(STAMP)
-	@echo "Starting JupyterLab on the course; open the URL it prints (lesson 00 first)."
-	$(BIN)/jupyter lab --no-browser --ip=127.0.0.1 --port=$(LAB_PORT) $(ROOT_FLAG) \
-		--ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
+	@echo "Starting JupyterLab on the course; open the URL it prints (lesson 00 opens first)."
+	$(BIN)/jupyter lab --config=$(CURDIR)/lab-settings/jupyter_lab_config.py --port=$(LAB_PORT) $(ROOT_FLAG) \
+		--ServerApp.root_dir=$(CURDIR)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -35,4 +37,4 @@ lock: $(STAMP)
 	$(BIN)/pip freeze --exclude-editable | grep -v -E '^(torch|attnlab)==' >> requirements/dev.lock
 
 clean:
-	rm -rf $(VENV) course
+	rm -rf $(VENV) course test-artifacts

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -421,6 +422,7 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
     settings = settings or Settings(cell_timeout=cell_timeout)
     settings.kernel_root()  # made once, before the threads share it
     lock = threading.Lock()
+    run = os.environ[sandbox.RUN_ENV] = uuid.uuid4().hex[:8]  # inherited by every sandbox launcher
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(grade_one, course, a, s, settings, lock) for a, s in todo]
@@ -434,6 +436,7 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
     finally:
         shutil.rmtree(settings.kernel_root(), ignore_errors=True)
         settings._kernels = None
+        sandbox.sweep_cgroups(run)
     report = write_report(course, outcomes)
     export = nbgrader(course, "export", "--to", str(course / GRADES))
     if export.returncode != 0:

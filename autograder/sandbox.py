@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 CONFIG_ENV = "AUTOGRADER_SANDBOX"
+RUN_ENV = "AUTOGRADER_RUN"
 MiB = 1024 * 1024
 
 
@@ -77,7 +78,9 @@ class Cgroup:
     """A memory and a pids cgroup (v1 or v2) for one sandbox; absent controllers are reported."""
 
     def __init__(self, limits: Limits):
-        self.name = f"attnlab-{uuid.uuid4().hex[:12]}"
+        # A grading run names its cgroups after itself (RUN_ENV), so it can sweep up after a
+        # launcher that was killed before it could remove its own.
+        self.name = f"attnlab-{os.environ.get(RUN_ENV, 'x')}-{uuid.uuid4().hex[:12]}"
         self.dirs: dict[str, Path] = {}
         self.missing: list[str] = []
         v2 = Path("/sys/fs/cgroup/cgroup.controllers")
@@ -169,6 +172,28 @@ class Cgroup:
                     break
                 except OSError:
                     time.sleep(0.05)
+
+
+def sweep_cgroups(run: str) -> int:
+    """Kill what is left in, and remove, every cgroup of grading run ``run``; how many there were."""
+    folders = [p for p in Path("/sys/fs/cgroup").rglob(f"attnlab-{run}-*") if p.is_dir()]
+    for folder in folders:
+        try:
+            for pid in (folder / "cgroup.procs").read_text().split():
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        except OSError:
+            pass
+    for folder in folders:
+        for _ in range(50):
+            try:
+                folder.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
+    return len(folders)
 
 
 def missing_protections() -> list[str]:

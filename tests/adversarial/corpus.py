@@ -145,7 +145,7 @@ def corpus() -> list[Adversary]:
                   FULL, "review", r"ran past the time limit and was interrupted"),
         Adversary("ignores_interrupts", lib(lambda k: k.reference, insert_after_setup(
             "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")),
-                  FULL, "review", r"a cell ignored the interrupt sent at its time limit"),
+                  FULL, "review", r"a cell ignored the interrupt sent at its time limit|kernel wall-clock limit"),
         Adversary("memory_bomb_cell", lib(lambda k: k.reference, insert_after_setup(
             "hog = []\nwhile True:\n    hog.append(bytearray(64 * 1024 * 1024))")),
                   FULL, "review", r"memory limit of \d+ MiB reached"),

@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,13 +90,18 @@ def _prefixed(case: Case, index: int) -> tuple[dict, dict]:
     return call, {rename[name]: value for name, value in case.arrays.items()}
 
 
+_REFERENCE_LOCK = threading.Lock()  # submissions are graded in threads; the switch is per process
+
+
 def reference_module(lesson: Lesson):
     """The reference of the lesson's module, loaded in this (trusted) process, in the same
     environment as the worker's (set before the import: Triton reads it when kernels are defined)."""
-    for key, value in worker_env(lesson).items():
-        os.environ.setdefault(key, value)
-    switch.use_reference("all", quiet=True)
-    return importlib.import_module(f"attnlab.{lesson.modules[0]}")
+    with _REFERENCE_LOCK:
+        for key, value in worker_env(lesson).items():
+            os.environ.setdefault(key, value)
+        if switch.source_of(lesson.modules[0]) != "reference":
+            switch.use_reference("all", quiet=True)
+        return importlib.import_module(f"attnlab.{lesson.modules[0]}")
 
 
 def _expected(module, call: dict, arrays: dict) -> dict:

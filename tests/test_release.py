@@ -141,3 +141,11 @@ def test_no_solution_text_in_an_nbgrader_release(built_course):
     release_dir = built_course / "release"
     assert sorted(p.name for p in release_dir.iterdir()) == sorted(lesson.slug for lesson in LESSONS)
     assert _leaks(release_dir, secrets) == []
+
+
+def test_quiz_answers_are_folded_away_in_learner_notebooks():
+    for lesson in LESSONS:
+        quiz_cells = [c for c in nbformat.read(paths.NOTEBOOKS / lesson.notebook, as_version=4).cells
+                      if c.cell_type == "code" and "Quiz(" in c.source]
+        assert quiz_cells, f"{lesson.notebook} has no quiz"
+        assert all(c.metadata.get("jupyter", {}).get("source_hidden") for c in quiz_cells), lesson.notebook

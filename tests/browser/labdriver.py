@@ -207,10 +207,12 @@ class Lab:
     # --- cells ------------------------------------------------------------------------------------
 
     def cell(self, code: str):
-        """The code cell of the active notebook whose source contains ``code``."""
-        cells = self.page.locator(f"{NOTEBOOK} .jp-CodeCell").filter(
-            has=self.page.locator(".cm-content", has_text=code)
-        )
+        """The code cell of the active notebook whose source contains ``code``; a quiz cell, whose
+        code (the answers) is folded away, is found by its placeholder instead."""
+        code_cells = self.page.locator(f"{NOTEBOOK} .jp-CodeCell")
+        cells = code_cells.filter(has=self.page.locator(".cm-content", has_text=code))
+        if "quiz" in code.lower() and cells.count() == 0:
+            cells = code_cells.filter(has=self.page.locator(".jp-InputPlaceholder"))
         return cells.first
 
     def prompts(self) -> list[str]:

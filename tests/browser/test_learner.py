@@ -67,8 +67,23 @@ def test_lesson_02_checks_quiz_and_borrowing(learner_server, lab_factory):
     # The end of the traceback is the message a learner reads.
     lab.shot("blank-check-shows-its-message", lab.cell(check).locator(".jp-OutputArea-output").last, block="end")
 
-    # The quiz (the run stopped above it): run it, as a learner does after reading the lesson.
-    lab.run_cell(QUIZ_CELL)
+    # Borrow the reference above the setup cell, then run everything again: every check passes.
+    lab.insert_cell_above("%load_ext autoreload", 'import attnlab\nattnlab.use_reference("attention")')
+    lab.run_all()
+    notice = lab.output_text('attnlab.use_reference("attention")')
+    assert "Note: attnlab.attention is the course's reference implementation" in notice
+    assert "comes from: reference" in lab.output_text("%load_ext autoreload")
+    lab.shot("borrowed-reference-notice", lab.cell('attnlab.use_reference("attention")'))
+    for function in ("softmax", "attention_numpy", "scaled_dot_product_attention"):
+        output = lab.output_text(f"checks.check_{function}(")
+        assert re.search(rf"✓ {function}: \d+ checks passed", output), output
+    # JupyterLab stops Run All at the first error: every code cell ran, so none failed.
+    # (A folded quiz cell shows no prompt.)
+    prompts = [prompt for prompt in lab.prompts() if prompt]
+    assert all(re.fullmatch(r"\[\d+\]:", prompt) for prompt in prompts), prompts
+    lab.shot("checks-pass-with-the-reference", lab.cell("checks.check_scaled_dot_product_attention("))
+
+    # The quiz ran with everything else (its code, the answers, is folded away): answer a question.
     quiz = lab.cell(QUIZ_CELL)
     question = quiz.locator(".widget-vbox").filter(has_text="What does attention let a token do?").last
     score = quiz.locator(".widget-label", has_text=re.compile("^You got"))
@@ -91,20 +106,6 @@ def test_lesson_02_checks_quiz_and_borrowing(learner_server, lab_factory):
     )
     lab.shot("quiz-right-option-confirmed", question, block="start")
     lab.shot("quiz-score-updated", score, block="end")
-
-    # Borrow the reference above the setup cell, then run everything again: every check passes.
-    lab.insert_cell_above("%load_ext autoreload", 'import attnlab\nattnlab.use_reference("attention")')
-    lab.run_all()
-    notice = lab.output_text('attnlab.use_reference("attention")')
-    assert "Note: attnlab.attention is the course's reference implementation" in notice
-    assert "comes from: reference" in lab.output_text("%load_ext autoreload")
-    lab.shot("borrowed-reference-notice", lab.cell('attnlab.use_reference("attention")'))
-    for function in ("softmax", "attention_numpy", "scaled_dot_product_attention"):
-        output = lab.output_text(f"checks.check_{function}(")
-        assert re.search(rf"✓ {function}: \d+ checks passed", output), output
-    # JupyterLab stops Run All at the first error: every code cell ran, so none failed.
-    assert all(re.fullmatch(r"\[\d+\]:", prompt) for prompt in lab.prompts()), lab.prompts()
-    lab.shot("checks-pass-with-the-reference", lab.cell("checks.check_scaled_dot_product_attention("))
 
 
 def test_validate_fails_for_the_blank_release_and_passes_when_completed(learner_server, lab_factory):

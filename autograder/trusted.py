@@ -14,7 +14,6 @@ import importlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field

@@ -9,7 +9,6 @@ must raise NotImplementedError naming Lesson 01 while still checking its inputs.
 from __future__ import annotations
 
 import copy
-import importlib
 import inspect
 import math
 from pathlib import Path
@@ -19,8 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-import attnlab
-from tests.helpers import borrowed_reference, fails, load_stub
+from tests.helpers import borrowed_reference, load_stub
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,6 @@ must raise NotImplementedError naming Lesson 02 while still checking its inputs.
 
 from __future__ import annotations
 
-import importlib
 import math
 from pathlib import Path
 
@@ -17,8 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
-import attnlab
-from tests.helpers import borrowed_reference, fails, load_stub
+from tests.helpers import borrowed_reference, load_stub
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("softmax", "attention_numpy", "scaled_dot_product_attention")

@@ -3,9 +3,7 @@ diagnostic, on deliberately broken implementations."""
 
 from __future__ import annotations
 
-import importlib
 import math
-import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +11,6 @@ import pytest
 import torch
 from torch.nn.attention.bias import causal_lower_right
 
-import attnlab
 from tests.helpers import borrowed_reference, fails, load_stub
 from attnlab import checks
 

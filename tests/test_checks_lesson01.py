@@ -3,16 +3,13 @@ on deliberately broken implementations of additive attention."""
 
 from __future__ import annotations
 
-import importlib
 import math
-import re
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-import attnlab
 from tests.helpers import borrowed_reference, fails, load_stub
 from attnlab import checks
 

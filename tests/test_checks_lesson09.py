@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import re
 import textwrap
 from pathlib import Path
 

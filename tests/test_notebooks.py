@@ -3,41 +3,23 @@ learner notebooks with the blank library fail only in their checks, with the stu
 
 from __future__ import annotations
 
-import time
-
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from attnlab.lessons import LESSONS, Lesson
 from autograder import paths
-
-
-def execute(path, monkeypatch, reference: bool, allow_errors: bool, timeout: int = 300):
-    monkeypatch.delenv("ATTNLAB_REFERENCE", raising=False)
-    if reference:
-        monkeypatch.setenv("ATTNLAB_REFERENCE", "all")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    start = time.perf_counter()
-    client.execute()
-    return notebook, time.perf_counter() - start
+from tests.notebook_runs import execute, solution_run
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
-def test_solution_notebook_runs_within_budget(lesson: Lesson, monkeypatch):
-    _, seconds = execute(paths.SOLUTION_NOTEBOOKS / lesson.notebook, monkeypatch, reference=True, allow_errors=False)
+def test_solution_notebook_runs_within_budget(lesson: Lesson):
+    seconds = solution_run(lesson.number).seconds
     print(f"{lesson.notebook}: {seconds:.1f} s (budget {lesson.budget_s:g} s)")
     assert seconds <= lesson.budget_s, f"{lesson.notebook} took {seconds:.1f} s, budget {lesson.budget_s:g} s"
 
 
 @pytest.mark.parametrize("lesson", [l for l in LESSONS if l.modules], ids=lambda lesson: lesson.slug)
-def test_learner_notebook_fails_only_in_checks_and_says_which_lesson(lesson: Lesson, monkeypatch):
-    notebook, _ = execute(paths.NOTEBOOKS / lesson.notebook, monkeypatch, reference=False, allow_errors=True)
+def test_learner_notebook_fails_only_in_checks_and_says_which_lesson(lesson: Lesson):
+    notebook = execute(paths.NOTEBOOKS / lesson.notebook, reference=False, allow_errors=True).notebook
     failing = []
     for cell in notebook.cells:
         for output in cell.get("outputs", []):

@@ -69,7 +69,8 @@ def has_cases(lesson: Lesson) -> bool:
 def _call_spec(case: Case, index: int) -> dict:
     return {"id": f"c{index}", "recipe": case.recipe, "target": case.target, "args": case.args,
             "kwargs": case.kwargs, "init": case.init, "parameters": case.parameters,
-            "grad_args": case.grad_args, "cotangents": case.cotangents}
+            "grad_args": case.grad_args, "cotangents": case.cotangents, "options": case.options,
+            "forbidden": list(case.forbidden)}
 
 
 def _prefixed(case: Case, index: int) -> tuple[dict, dict]:

@@ -23,6 +23,10 @@ class Case:
     target:   name of the function or class in the lesson's module.
     args, kwargs: JSON values or ``array(...)`` references into ``arrays``.
     init, parameters: for "module": constructor keyword arguments, and parameter name -> array.
+    options:  extra JSON data for a recipe of ``autograder.recipes`` (e.g. how many decoding steps).
+    forbidden: torch operators the exercise must not call (names of ``aten`` ops such as
+              "_softmax" or "_scaled_dot_product", matched as prefixes); calling one fails the case
+              with a note saying which and why.
     """
 
     grade_id: str
@@ -36,6 +40,8 @@ class Case:
     grad_args: list = field(default_factory=list)
     cotangents: list = field(default_factory=list)
     label: str = ""
+    options: dict = field(default_factory=dict)
+    forbidden: tuple[str, ...] = ()
 
 
 class Inputs:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 
+from attnlab.glossary import fill_boxes
 from attnlab.lessons import LESSONS, Lesson, exercise_modules
 from autograder import paths
 from autograder.course import config_text, nbgrader
@@ -64,7 +65,9 @@ def _write_source(course: Path, lesson: Lesson) -> None:
     if source.exists():
         shutil.rmtree(source)
     source.mkdir(parents=True)
-    shutil.copy(paths.SOLUTION_NOTEBOOKS / lesson.notebook, source / lesson.notebook)
+    notebook = nbformat.read(paths.SOLUTION_NOTEBOOKS / lesson.notebook, as_version=4)
+    fill_boxes(notebook, lesson.number)  # "Words in this lesson", from the course glossary
+    nbformat.write(notebook, source / lesson.notebook)
     for module in exercise_modules():
         shutil.copy(paths.REFERENCE_MODULES / f"{module}.py", source / f"{module}.py")
 

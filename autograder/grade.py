@@ -3,21 +3,27 @@
 For each submission (``submitted/<student>/<assignment>/``), in its own scratch folder under
 ``.grading/``:
 
-1. ``nbgrader autograde`` runs on a scratch copy of the course (the assignment's source, this
-   submission, a copy of the gradebook), with the notebook's kernel sandboxed
-   (``autograder.sandbox``: no network, limits on wall time, CPU, memory, processes and file sizes,
-   writes only to its own copy of the submission, the reference, the hidden tests and the gradebook
-   out of sight) and a per-cell time limit after which the cell is interrupted;
-2. the lesson's autograded cells are scored again outside the notebook by sandboxed workers
-   (``autograder.trusted``), which the notebook cannot tamper with;
-3. under a lock, the real gradebook gets the submission: the trusted scores for autograded cells,
-   nbgrader's results for the rest (written answers to hand-grade), and the autograded notebook for
-   formgrader and feedback. Cells where the notebook and the trusted check disagree are reported.
+1. the grader looks at the submission itself: a missing or unreadable notebook, graded cells that
+   were edited (their checksum against the released notebook's) or deleted;
+2. ``nbgrader autograde`` runs on a scratch copy of the course (the assignment's source, this
+   submission, a copy of the gradebook) through ``autograder.autograde_run``, with the notebook's
+   kernel sandboxed (``autograder.sandbox``: an allowlisted view, an unprivileged user, no network,
+   limits on time, CPU, memory, processes, files and output) and a per-cell time limit after which
+   the cell is interrupted; hidden-test cells hold no test code, only a marker;
+3. the lesson's autograded cells are scored outside the notebook by sandboxed workers
+   (``autograder.trusted``, cases in ``autograder/cases/lessonNN.py``), which the notebook cannot
+   tamper with;
+4. under a lock, the real gradebook gets the submission: the trusted scores for autograded cells,
+   nbgrader's results for the rest (written answers to hand-grade), and the autograded notebook with
+   each trusted verdict written into its cell, for formgrader and feedback.
 
-Every submission ends with a row in ``grading_report.csv``: ``graded``, ``review`` (scored, with
-something an instructor should look at: a cell that timed out, a killed kernel, a disagreement,
-an edited test cell) or ``failed`` (no score could be recorded, with the reason). Submissions run
-in parallel with ``--jobs``; the gradebook is only ever written by this process, one at a time.
+The whole submission has a wall-clock budget; outputs, logs and answers have byte caps. Notes in the
+report come only from the grader's own structured results (the run record of
+``autograde_run``, the kernel launcher's outcome, the trusted verdicts, the grader's checks), never
+from text a submission printed. Every submission ends with a row in ``grading_report.csv``:
+``graded``, ``review`` (scored, with something an instructor should look at) or ``failed`` (no score
+could be recorded, with the reason). Submissions run in parallel with ``--jobs`` and print as they
+finish; the gradebook is only ever written by this process, one submission at a time.
 """
 
 from __future__ import annotations
@@ -25,26 +31,29 @@ from __future__ import annotations
 import csv
 import json
 import os
-import re
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
 import warnings
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbformat.v4 import new_output
 from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.utils import compute_checksum
 
 from attnlab.lessons import Lesson
 from attnlab.lessons import lesson as find_lesson
 from attnlab.switch import NO_REFERENCE_ENV, REFERENCE_DIR_ENV, REFERENCE_ENV
-from autograder import paths, sandbox, trusted
+from autograder import sandbox, trusted
+from autograder.trusted import quoted
 from autograder.course import config_text, nbgrader
 
 REPORT = "grading_report.csv"
@@ -61,7 +70,10 @@ class Outcome:
     assignment: str
     student: str
     status: str = "graded"  # "graded", "review" or "failed"
-    score: float | None = None
+    autograded: float | None = None  # score of the autograded cells
+    autograded_max: float | None = None
+    awaiting_hand_grading: float = 0.0  # points of written answers not graded yet
+    score: float | None = None  # the gradebook's total so far
     max_score: float | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -73,10 +85,24 @@ class Outcome:
             self.status = "review"
 
     def row(self) -> dict:
-        data = asdict(self)
-        data["notes"] = "; ".join(self.notes)
-        data["seconds"] = f"{self.seconds:.1f}"
-        return data
+        def number(x):
+            return "" if x is None else f"{x:g}"
+
+        return {"assignment": self.assignment, "student": self.student, "status": self.status,
+                "autograded": number(self.autograded), "autograded_max": number(self.autograded_max),
+                "awaiting_hand_grading": number(self.awaiting_hand_grading), "score": number(self.score),
+                "max_score": number(self.max_score), "seconds": f"{self.seconds:.1f}", "notes": "; ".join(self.notes)}
+
+    def line(self) -> str:
+        """The console line of this submission."""
+        if self.autograded is None:
+            score = "no score"
+        else:
+            score = f"{self.autograded:g}/{self.autograded_max:g} autograded"
+            if self.awaiting_hand_grading:
+                score += f", {self.awaiting_hand_grading:g} points await hand grading"
+        return (f"{self.assignment:16} {self.student:18} {self.status:7} {score:48} {self.seconds:6.1f}s  "
+                f"{'; '.join(self.notes)}")
 
 
 def submissions(course: Path, assignment: str | None = None) -> list[tuple[str, str]]:
@@ -88,59 +114,7 @@ def submissions(course: Path, assignment: str | None = None) -> list[tuple[str, 
     return sorted(found)
 
 
-# --- reading nbgrader's log and notebook ---------------------------------------------------------
-
-_LOG_PROBLEM = re.compile(r"\[(?:AutogradeApp|Autograde)\s*\|\s*(ERROR|WARNING)\]\s*(.*)")
-_CHANGED_CELL = re.compile(r"Attribute '(?:checksum|source)' for cell (\S+) has changed")
-_TIMEOUT_LINES = ("Timeout waiting for execute reply", "Interrupting kernel")
-_BOILERPLATE = ("There was an error processing", "Traceback", "Please see the", "Did you mean", " ")
-
-
-def notes_from_log(log: str, hidden_cells: set[str]) -> list[str]:
-    """Notes from nbgrader's log. ``hidden_cells``: grade ids of cells with hidden tests, whose
-    checksum always differs in a submission because the learner never saw the hidden part."""
-    notes = []
-    for level, message in _LOG_PROBLEM.findall(log):
-        message = message.strip()
-        changed = _CHANGED_CELL.search(message)
-        if "No submitted file" in message or message.startswith("No notebooks were matched"):
-            notes.append("notebook missing from the submission (its cells scored 0)")
-        elif changed and changed.group(1) not in hidden_cells:
-            notes.append(f"cell {changed.group(1)} was edited; nbgrader graded the original")
-        elif level == "ERROR" and not message.startswith(_TIMEOUT_LINES + _BOILERPLATE):
-            notes.append("nbgrader: " + message[:200])
-    error = _last_exception(log)
-    if error:
-        notes.append(error)
-    return list(dict.fromkeys(notes))
-
-
-_EXCEPTION = re.compile(r"^\s+(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.*)$", re.M)
-_EXPLAINED = {
-    "CellTimeoutError": "a cell ignored the interrupt sent at its time limit, so nbgrader stopped the notebook",
-    "NotJSONError": "the notebook is not valid notebook JSON",
-    "DeadKernelError": "the notebook's kernel died (see the kernel note, if any)",
-}
-
-
-def _last_exception(log: str) -> str:
-    """The exception that stopped nbgrader, in words, or ''."""
-    found = _EXCEPTION.findall(log)
-    if not found:
-        return ""
-    name, message = found[-1]
-    return f"nbgrader stopped: {_EXPLAINED.get(name, f'{name}: {message[:160]}')}"
-
-
-def hidden_test_cells(source: Path) -> set[str]:
-    """Grade ids of the cells of the source notebooks in ``source`` that hold hidden tests."""
-    ids = set()
-    for path in source.glob("*.ipynb"):
-        for cell in nbformat.read(path, as_version=4).cells:
-            if "BEGIN HIDDEN TESTS" in cell.source:
-                ids.add(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
-    return ids
-
+# --- what the grader checks itself ---------------------------------------------------------------
 
 def grade_ids(notebook: Path) -> set[str]:
     """Grade ids of the graded cells of a notebook (empty for a missing or unreadable one)."""
@@ -151,13 +125,37 @@ def grade_ids(notebook: Path) -> set[str]:
     return {c.metadata.get("nbgrader", {}).get("grade_id") for c in cells if c.metadata.get("nbgrader", {}).get("grade")}
 
 
-def deleted_cells(source: Path, submitted: Path) -> list[str]:
-    """Graded cells of the source notebooks that a submitted notebook no longer has."""
+def submission_notes(source: Path, release: Path, submitted: Path) -> list[str]:
+    """Problems of the submitted notebooks, found by the grader: missing, unreadable, graded cells
+    edited (checksum against the released notebook) or deleted."""
     notes = []
     for notebook in sorted(source.glob("*.ipynb")):
         handed_in = submitted / notebook.name
         if not handed_in.is_file():
+            notes.append(f"{notebook.name}: notebook missing from the submission (its cells scored 0)")
             continue
+        try:
+            cells = nbformat.read(handed_in, as_version=4).cells
+        except Exception:  # noqa: BLE001 (any parse failure)
+            notes.append(f"{notebook.name}: the notebook is not valid notebook JSON")
+            continue
+        released = {}
+        if (release / notebook.name).is_file():
+            for cell in nbformat.read(release / notebook.name, as_version=4).cells:
+                meta = cell.metadata.get("nbgrader", {})
+                if meta.get("grade") and not meta.get("solution") and meta.get("checksum"):
+                    released[meta["grade_id"]] = meta["checksum"]
+        seen = set()
+        for cell in cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if grade_id in released and grade_id not in seen:
+                seen.add(grade_id)
+                try:
+                    same = compute_checksum(cell) == released[grade_id]
+                except Exception:  # noqa: BLE001 (metadata too broken to checksum)
+                    same = False
+                if not same:
+                    notes.append(f"{notebook.name}: cell {grade_id} was edited; nbgrader graded the original")
         gone = sorted(grade_ids(notebook) - grade_ids(handed_in))
         if gone and grade_ids(handed_in):
             notes.append(f"{notebook.name}: graded cells deleted ({', '.join(gone)}); nbgrader scored them "
@@ -165,19 +163,31 @@ def deleted_cells(source: Path, submitted: Path) -> list[str]:
     return notes
 
 
-def notes_from_notebooks(folder: Path) -> list[str]:
+_STOPPED = {  # exception types that stopped nbgrader (recorded by autograde_run), in words
+    "CellTimeoutError": "a cell ignored the interrupt sent at its time limit, so nbgrader stopped the notebook",
+    "UnresponsiveKernelError": "the kernel stopped answering, so nbgrader stopped the notebook",
+    "DeadKernelError": "the notebook's kernel died (see the kernel note, if any)",
+    "Empty": "the kernel did not answer in time",
+    "NotJSONError": "the notebook is not valid notebook JSON",
+    "SchemaTooOldError": "nbgrader rejected the notebook's cell metadata (a duplicated or altered graded cell?)",
+    "SchemaTooNewError": "nbgrader rejected the notebook's cell metadata (a duplicated or altered graded cell?)",
+}
+
+
+def run_notes(record: dict, log_name: str) -> list[str]:
+    """Notes from ``autograde_run``'s record: events and the types of exceptions, as data."""
     notes = []
-    for path in sorted(folder.glob("*.ipynb")):
-        try:
-            notebook = nbformat.read(path, as_version=4)
-        except Exception:  # noqa: BLE001 (an unreadable notebook is a note, not a crash)
-            notes.append(f"{path.name}: autograded notebook unreadable")
-            continue
-        for index, cell in enumerate(notebook.cells):
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error" and output.get("ename") in ("CellTimeoutError", "KeyboardInterrupt"):
-                    cell_id = cell.metadata.get("nbgrader", {}).get("grade_id") or f"cell {index + 1}"
-                    notes.append(f"{path.name}: {cell_id} ran past the time limit and was interrupted")
+    for event in record.get("events", []):
+        cell = quoted(event.get("cell", "a cell"), 60)
+        if event.get("event") == "timeout":
+            notes.append(f"{cell} ran past the time limit of {event.get('seconds')} s and was interrupted")
+        elif event.get("event") == "output_truncated":
+            notes.append(f"the output of {cell} was cut at the output limit")
+    for name in record.get("exceptions", []):
+        short = name.rsplit(".", 1)[-1]
+        if short in ("NbGraderException", "SystemExit"):
+            continue  # nbgrader's own wrapper around the exception already recorded
+        notes.append("nbgrader stopped: " + _STOPPED.get(short, f"an internal error ({short}); see {log_name}"))
     return list(dict.fromkeys(notes))
 
 
@@ -188,6 +198,10 @@ class Settings:
     cell_timeout: int | None = None  # seconds a cell may run; the lesson's budget when None
     kernel_limits: sandbox.Limits | None = None
     worker_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=90, cpu_s=90, memory_bytes=2 * 1024**3))
+    submission_wall_s: float | None = None  # the whole submission; derived from the others when None
+    max_cell_output_bytes: int = 256 * 1024
+    max_notebook_output_bytes: int = 4 * 1024 * 1024
+    log_bytes: int = 1024 * 1024  # of nbgrader's log and of the kernel's own output, each
     _kernels: Path | None = None
 
     def kernel_root(self) -> Path:
@@ -203,7 +217,21 @@ class Settings:
         if self.kernel_limits is not None:
             return self.kernel_limits
         wall = max(180.0, 4 * lesson.budget_s)
-        return sandbox.Limits(wall_s=wall, cpu_s=int(2 * wall))
+        return sandbox.Limits(wall_s=wall, cpu_s=int(2 * wall), output_bytes=self.log_bytes)
+
+    def submission_seconds(self, lesson: Lesson) -> float:
+        if self.submission_wall_s is not None:
+            return self.submission_wall_s
+        # the notebook, then one worker for every call and, if it fails, one per function
+        return self.kernel(lesson).wall_s + 120 + 6 * self.worker_limits.wall_s
+
+
+class Deadline:
+    def __init__(self, seconds: float):
+        self.seconds, self.end = seconds, time.monotonic() + seconds
+
+    def left(self) -> float:
+        return max(0.0, self.end - time.monotonic())
 
 
 def _copy_submission(source: Path, target: Path, outcome: Outcome) -> None:
@@ -236,21 +264,24 @@ def _kernelspec(folder: Path) -> Path:
     spec.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "autograder.sandbox", "kernel", "--",
             sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    # Interrupts travel as messages (ipykernel then signals itself): a signal sent to the launcher's
+    # process group would not reach a kernel in the sandbox's own session.
     (spec / "kernel.json").write_text(json.dumps(
-        {"argv": argv, "display_name": "Python 3 (grading sandbox)", "language": "python"}))
+        {"argv": argv, "display_name": "Python 3 (grading sandbox)", "language": "python", "interrupt_mode": "message"}))
     return folder
 
 
-def hidden_paths(course: Path) -> list[str]:
-    """What no sandbox may read: the references and hidden tests, the course and its gradebook."""
-    return [str(paths.SOLUTIONS), str(paths.ROOT / "autograder" / "cases"), str(course)]
-
-
-def grading_env(lesson: Lesson) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in (REFERENCE_ENV, REFERENCE_DIR_ENV)}
-    env[NO_REFERENCE_ENV] = ",".join(lesson.modules)
+def grading_env() -> dict[str, str]:
+    """The environment of the trusted processes (nbgrader, the kernel launcher): the grader's own,
+    without the reference switch. Sandboxed code never sees it: it gets ``sandboxed_env``."""
+    env = {k: v for k, v in os.environ.items() if k not in (REFERENCE_ENV, REFERENCE_DIR_ENV, NO_REFERENCE_ENV)}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
+
+
+def sandboxed_env(lesson: Lesson) -> dict[str, str]:
+    """The whole environment of a lesson's sandboxed kernel and workers (an allowlist)."""
+    return sandbox.base_env({NO_REFERENCE_ENV: ",".join(lesson.modules), **trusted.worker_env(lesson)})
 
 
 def _library(folder: Path, lesson: Lesson) -> dict[str, bytes]:
@@ -260,6 +291,23 @@ def _library(folder: Path, lesson: Lesson) -> dict[str, bytes]:
         if path.is_file() and not path.is_symlink():
             library[module] = path.read_bytes()
     return library
+
+
+def run_capped(argv: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path, limit: int) -> int:
+    """Run a trusted command, its output into ``log`` (at most ``limit`` bytes kept); its exit
+    status, or 124 when it ran past ``timeout`` and was killed."""
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    copy = sandbox.CappedCopy(process.stdout, str(log), limit)
+    copy.start()
+    try:
+        code = process.wait(timeout=max(1.0, timeout))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
+        code = 124
+    copy.join(timeout=30)
+    return code
 
 
 def grade_one(course: Path, assignment: str, student: str, settings: Settings, lock: threading.Lock) -> Outcome:
@@ -278,6 +326,7 @@ def grade_one(course: Path, assignment: str, student: str, settings: Settings, l
 def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock: threading.Lock,
            outcome: Outcome) -> None:
     assignment = lesson.slug
+    deadline = Deadline(settings.submission_seconds(lesson))
     scratch = course / ".grading" / assignment / student
     if scratch.exists():
         shutil.rmtree(scratch)
@@ -289,57 +338,71 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
     _copy_submission(course / "submitted" / student / assignment, submitted, outcome)
     with lock:
         _copy_gradebook(course / "gradebook.db", scratch_course / "gradebook.db")
+    for text in submission_notes(course / "source" / assignment, course / "release" / assignment, submitted):
+        outcome.note(text)
 
-    env = grading_env(lesson)
-    hide = hidden_paths(course)
-    # Kernel sockets need short paths (a socket's path has at most 107 bytes): one folder per
-    # submission under the run's folder, which every sandbox hides but its own.
+    # 1. nbgrader autograde, the kernel sandboxed. Kernel sockets need short paths (at most 107
+    # bytes): one folder per submission under the run's folder.
     runtime = Path(tempfile.mkdtemp(prefix="", dir=settings.kernel_root()))
-    hide = [*hide, str(settings.kernel_root())]
-    kernel_config = scratch / "sandbox.json"
     limits = settings.kernel(lesson)
-    sandbox.Config(workdir="", hide=hide, limits=limits, outcome_file=str(scratch / "kernel-outcome.json")).dump(kernel_config)
-    env.update(JUPYTER_PATH=str(_kernelspec(scratch / "jupyter")), JUPYTER_RUNTIME_DIR=str(runtime),
-               **{sandbox.CONFIG_ENV: str(kernel_config)})
-    run = nbgrader(
-        scratch_course, "autograde", assignment, "--student", student, "--force",
-        f"--Execute.timeout={settings.cell_seconds(lesson)}", f"--Execute.kernel_name={KERNEL}",
-        "--KernelManager.transport=ipc", f"--KernelManager.ip={runtime / 'kernel'}",
-        f"--KernelManager.connection_file={runtime / 'kernel.json'}",
-        env=env, timeout=limits.wall_s + 120,
-    )
     log_dir = course / "logs" / assignment
     log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / f"{student}.log").write_text(run.output)
-    for text in notes_from_log(run.output, hidden_test_cells(course / "source" / assignment)):
-        outcome.note(text)
-    for text in deleted_cells(course / "source" / assignment, submitted):
+    kernel_config = scratch / "sandbox.json"
+    sandbox.Config(workdir="", env=sandboxed_env(lesson), limits=limits,
+                   outcome_file=str(scratch / "kernel-outcome.json"),
+                   log_file=str(log_dir / f"{student}.kernel.log")).dump(kernel_config)
+    env = grading_env()
+    env.update(JUPYTER_PATH=str(_kernelspec(scratch / "jupyter")), JUPYTER_RUNTIME_DIR=str(runtime),
+               **{sandbox.CONFIG_ENV: str(kernel_config)})
+    record_path = scratch / "autograde-record.json"
+    code = run_capped(
+        [sys.executable, "-m", "autograder.autograde_run", str(record_path), "--", assignment,
+         "--student", student, "--force", f"--Execute.timeout={settings.cell_seconds(lesson)}",
+         f"--Execute.kernel_name={KERNEL}", "--KernelManager.transport=ipc",
+         f"--KernelManager.ip={runtime / 'kernel'}", f"--KernelManager.connection_file={runtime / 'kernel.json'}",
+         f"--BoundedExecute.max_cell_output_bytes={settings.max_cell_output_bytes}",
+         f"--BoundedExecute.max_notebook_output_bytes={settings.max_notebook_output_bytes}"],
+        cwd=scratch_course, env=env, timeout=min(limits.wall_s + 120, deadline.left()),
+        log=log_dir / f"{student}.log", limit=settings.log_bytes,
+    )
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError):
+        record = {"status": "killed" if code == 124 else f"exit {code}", "exceptions": [], "events": []}
+    for text in run_notes(record, f"logs/{assignment}/{student}.log"):
         outcome.note(text)
     kernel_outcome = scratch / "kernel-outcome.json"
     if kernel_outcome.exists():
-        reason = json.loads(kernel_outcome.read_text()).get("reason")
-        if reason:
-            outcome.note(f"notebook kernel {reason}")
-    if run.returncode != 0:
-        outcome.note(f"nbgrader could not finish the notebook (exit {run.returncode}); the library "
-                     f"was scored by the trusted checks; read the submission in submitted/{student}/{assignment}/")
-    autograded = scratch_course / "autograded" / student / assignment
-    if autograded.is_dir():
-        for text in notes_from_notebooks(autograded):
-            outcome.note(text)
+        done = json.loads(kernel_outcome.read_text())
+        if done.get("reason"):
+            outcome.note(f"notebook kernel {done['reason']}")
+        if done.get("dropped_output_bytes"):
+            outcome.note(f"the kernel wrote {done['dropped_output_bytes'] + limits.output_bytes} bytes to its own "
+                         f"output; logs/{assignment}/{student}.kernel.log keeps the first {limits.output_bytes}")
+    if code == 124:
+        outcome.note(f"nbgrader was stopped at the submission's time limit of {deadline.seconds:g} s")
+    elif code != 0:
+        outcome.note(f"nbgrader could not finish the notebook (exit {code}); the library was scored by the "
+                     f"trusted checks; read the submission in submitted/{student}/{assignment}/")
 
+    # 2. the trusted checks, outside the notebook
     verdicts = trusted.TrustedResult()
     if lesson.modules and not trusted.has_cases(lesson):
         outcome.note(f"no trusted cases for lesson {lesson.number} (autograder/cases/lesson{lesson.number}.py): "
                      "its autograded scores come from the notebook alone")
     if trusted.has_cases(lesson) and lesson.modules:
-        verdicts = trusted.score(lesson, _library(submitted, lesson), scratch / "worker", hide,
-                                 settings.worker_limits, env={**env, "PATH": env["PATH"]})
+        verdicts = trusted.score(lesson, _library(submitted, lesson), scratch / "worker", settings.worker_limits,
+                                 sandboxed_env(lesson), deadline=deadline.end)
         for text in verdicts.notes:
             outcome.note(text, review=not text.startswith("library missing"))
 
+    # 3. the real gradebook and the autograded notebook, under the lock
+    autograded = scratch_course / "autograded" / student / assignment
+    if autograded.is_dir():
+        write_verdicts(autograded, course / "source" / assignment, verdicts)
     with lock:
-        _merge(course, scratch_course, lesson, student, verdicts, outcome)
+        _merge(course, scratch_course, lesson, student, verdicts, outcome,
+               hidden_test_cells(course / "source" / assignment))
         if autograded.is_dir():
             target = course / "autograded" / student / assignment
             if target.exists():
@@ -349,9 +412,50 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
     shutil.rmtree(runtime, ignore_errors=True)
 
 
+def hidden_test_cells(source: Path) -> set[str]:
+    """Grade ids of the cells of the source notebooks in ``source`` that hold hidden tests."""
+    ids = set()
+    for path in source.glob("*.ipynb"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if "BEGIN HIDDEN TESTS" in cell.source:
+                ids.add(cell.metadata.get("nbgrader", {}).get("grade_id", ""))
+    return ids
+
+
+def verdict_output(verdict: trusted.CellResult):
+    """The trusted verdict of one cell, as a notebook output."""
+    how = f"({verdict.cases} cases, run on your library outside this notebook)"
+    if verdict.passed:
+        return new_output("stream", name="stdout", text=f"Trusted check: passed {how}.\n")
+    return new_output("error", ename="TrustedCheckFailed", evalue=f"{verdict.failure} {how}",
+                      traceback=[f"TrustedCheckFailed: {verdict.failure}"])
+
+
+def write_verdicts(autograded: Path, source: Path, verdicts: trusted.TrustedResult) -> None:
+    """Write each trusted verdict into its cell of the autograded notebooks: a hidden-test cell shows
+    the verdict alone (its outputs came from the learner's kernel); a visible check keeps its outputs
+    and gets the verdict after them."""
+    hidden = hidden_test_cells(source)
+    for path in sorted(autograded.glob("*.ipynb")):
+        try:
+            notebook = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001 (nothing to annotate in an unreadable notebook)
+            continue
+        for cell in notebook.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            verdict = verdicts.cells.get(grade_id)
+            if cell.cell_type != "code" or verdict is None:
+                continue
+            output = verdict_output(verdict)
+            cell.outputs = [output] if grade_id in hidden else [*cell.get("outputs", []), output]
+        nbformat.write(notebook, path)
+
+
 def _merge(course: Path, scratch_course: Path, lesson: Lesson, student: str,
-           verdicts: trusted.TrustedResult, outcome: Outcome) -> None:
-    """Write the submission's grades into the real gradebook (the caller holds the lock)."""
+           verdicts: trusted.TrustedResult, outcome: Outcome, hidden: set[str]) -> None:
+    """Write the submission's grades into the real gradebook (the caller holds the lock).
+    ``hidden``: grade ids of hidden-test cells, which carry no test in the notebook (so the
+    notebook's score for them means nothing)."""
     assignment = lesson.slug
     with Gradebook(f"sqlite:///{scratch_course / 'gradebook.db'}") as scratch_book:
         try:
@@ -367,6 +471,7 @@ def _merge(course: Path, scratch_course: Path, lesson: Lesson, student: str,
         book.update_or_create_student(student)
         extra = {"timestamp": timestamp} if timestamp else {}
         submission = book.update_or_create_submission(assignment, student, **extra)
+        auto = auto_max = awaiting = 0.0
         for notebook in submission.notebooks:
             for grade in notebook.grades:
                 key = (notebook.name, grade.name)
@@ -375,23 +480,30 @@ def _merge(course: Path, scratch_course: Path, lesson: Lesson, student: str,
                 if verdict is not None:
                     grade.auto_score = grade.max_score if verdict.passed else 0.0
                     grade.needs_manual_grade = False
-                    if in_notebook is not None and in_notebook != grade.auto_score:
+                    if in_notebook is not None and in_notebook != grade.auto_score and grade.name not in hidden:
                         outcome.note(f"{grade.name}: the notebook gave {in_notebook:g}, the trusted check "
                                      f"{grade.auto_score:g} (recorded)")
                     if not verdict.passed:
-                        outcome.note(f"{grade.name} not passed: {verdict.failure[:120]}", review=False)
+                        outcome.note(f"{grade.name} not passed: {verdict.failure}", review=False)
                 elif key in found:
                     grade.auto_score, grade.needs_manual_grade = in_notebook, manual
                 else:  # nbgrader recorded nothing: score 0, or hand-grade a written answer
                     written = grade.cell.cell_type == "markdown"
                     grade.auto_score = None if written else 0.0
                     grade.needs_manual_grade = written
+                if grade.cell.cell_type == "markdown":
+                    if grade.manual_score is None:
+                        awaiting += grade.max_score
+                else:
+                    auto += grade.score or 0.0
+                    auto_max += grade.max_score
             for comment in notebook.comments:
                 comment.auto_comment = comments.get((notebook.name, comment.name), comment.auto_comment)
         book.db.commit()
         submission = book.find_submission(assignment, student)
         outcome.score, outcome.max_score = submission.score, submission.max_score
-        if submission.needs_manual_grade:
+        outcome.autograded, outcome.autograded_max, outcome.awaiting_hand_grading = auto, auto_max, awaiting
+        if awaiting:
             outcome.note("written answers await hand grading in formgrader", review=False)
 
 
@@ -402,7 +514,7 @@ def write_report(course: Path, outcomes: list[Outcome]) -> Path:
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(Outcome("", "").row()))
         writer.writeheader()
-        for outcome in outcomes:
+        for outcome in sorted(outcomes, key=lambda o: (o.assignment, o.student)):
             writer.writerow(outcome.row())
     return path
 
@@ -423,15 +535,13 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
     settings.kernel_root()  # made once, before the threads share it
     lock = threading.Lock()
     run = os.environ[sandbox.RUN_ENV] = uuid.uuid4().hex[:8]  # inherited by every sandbox launcher
+    outcomes = []
     try:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             futures = [pool.submit(grade_one, course, a, s, settings, lock) for a, s in todo]
-            outcomes = []
-            for future in futures:
+            for future in as_completed(futures):  # each line as soon as its submission is done
                 outcome = future.result()
-                score = "-" if outcome.score is None else f"{outcome.score:g}/{outcome.max_score:g}"
-                print(f"{outcome.assignment:16} {outcome.student:18} {outcome.status:7} {score:>9} "
-                      f"{outcome.seconds:6.1f}s  {'; '.join(outcome.notes)}")
+                print(outcome.line(), flush=True)
                 outcomes.append(outcome)
     finally:
         shutil.rmtree(settings.kernel_root(), ignore_errors=True)

@@ -4,10 +4,18 @@ What differs between lessons comes from the ownership manifest (``attnlab.lesson
 a second list kept here.
 """
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import GetGrades
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
 
 from attnlab.lessons import LESSONS
+from autograder.execute import BoundedExecute
 from autograder.feedback import HideHiddenTests
 
 c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
@@ -25,6 +33,12 @@ c.Autograde.exclude_overwriting = {
 # default, stated here because grading relies on it).
 c.Execute.timeout = 60
 c.Execute.interrupt_on_timeout = True
+# nbgrader's own pipeline, with Execute replaced by one that caps output bytes (per cell and per
+# notebook) and records timeouts as data (autograder.execute).
+c.Autograde.autograde_preprocessors = [
+    BoundedExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
 
 # Feedback shows neither hidden tests nor their output (see autograder.feedback).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]

@@ -24,6 +24,7 @@ from nbgrader.preprocessors import (
     LockCells,
 )
 
+from attnlab.glossary import fill_boxes
 from attnlab.lessons import LESSONS
 from autograder import paths
 from autograder.build import check_manifest
@@ -49,6 +50,7 @@ _PIPELINE = (
 def learner_notebook(source: Path) -> str:
     """The learner's notebook (JSON text) made from the instructor's notebook ``source``."""
     nb = nbformat.read(source, as_version=4)
+    fill_boxes(nb, source.name[:2])  # "Words in this lesson", from the course glossary
     resources: dict = {}
     for preprocessor in _PIPELINE:
         nb, resources = preprocessor().preprocess(nb, resources)

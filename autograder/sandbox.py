@@ -1,18 +1,26 @@
 """Run untrusted code (a learner's notebook kernel, the grading worker) in a sandbox.
 
-Layers, each a plain Linux mechanism (util-linux ``unshare`` and ``mount``, cgroups, rlimits):
+The sandbox is an allowlist: the command sees only what it needs, and nothing of the machine it is
+not given. Bubblewrap (``bwrap``, the sandbox Flatpak uses) builds the view, in new mount, PID,
+network, IPC, UTS and cgroup namespaces:
 
-- new mount, network and PID namespaces: no network at all (not even loopback), a private view
-  of the file system, and every process of the submission dies with the sandbox;
-- in that view every mount is read-only except the submission's scratch folder (a size-limited
-  tmpfs holding a copy of the submission) and folders the caller names as ``shared_rw`` (the
-  kernel's socket folder); secret paths (``hide``: the reference, the hidden tests, the
-  gradebook, other submissions) are covered by empty tmpfs or /dev/null;
-- the command then runs in a new user namespace, so it holds no capability over those mounts:
-  it cannot remount them writable or uncover a hidden path;
-- a memory cgroup and a pids cgroup limit memory (without the address-space rlimit that breaks
-  ``import torch``) and processes (fork bombs); rlimits cap CPU seconds, file size and open files;
-- the caller kills everything on a wall-clock limit, also a kernel that ignores interrupts.
+- read-only: the system's ``/usr`` (with ``/usr/local`` covered: it holds nbgrader's default
+  exchange), the Python environment (``sys.prefix`` and ``sys.base_prefix``), the installed
+  ``attnlab`` package, a generated ``/etc`` (passwd, group, hosts) and named extra files (the
+  worker's code);
+- writable: ``/sandbox/work``, a size-limited tmpfs holding a copy of the command's folder (its cwd); a
+  private ``/tmp`` and ``/dev/shm``; folders the caller shares on purpose (the kernel's sockets);
+- a fresh minimal ``/dev``, and ``/proc`` of its own PID namespace with ``/proc/sys`` read-only;
+- no network at all (not even loopback), no host socket, no repository, no course directory, no
+  home folder, no other submission: what is not listed does not exist inside;
+- an environment built from an allowlist (``Config.env``): nothing of the grader's is inherited.
+
+Inside, ``setpriv`` drops to an unprivileged user (``SANDBOX_UID``, nobody) with no capabilities and
+no way to gain any (no_new_privs, empty bounding set), and ``unshare --user`` adds a user namespace
+of that user's own. Around it: a memory and a pids cgroup (memory without the address-space rlimit
+that breaks ``import torch``), rlimits for CPU seconds, file sizes and open files, a cap on what
+the command may write to its standard output and error, and a wall clock after which the caller
+kills everything.
 
 ``run`` sandboxes one command and reports why it ended. ``python -m autograder.sandbox kernel -- ...``
 is the launcher a grading kernelspec uses, configured by the JSON file named in
@@ -28,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -37,6 +46,12 @@ from pathlib import Path
 CONFIG_ENV = "AUTOGRADER_SANDBOX"
 RUN_ENV = "AUTOGRADER_RUN"
 MiB = 1024 * 1024
+SANDBOX_UID = 65534  # nobody: owns nothing on the machine
+WORK = "/sandbox/work"  # the command's folder inside the sandbox
+_INBOX = "/sandbox/in"  # the host folder whose copy becomes /work, read-only
+# Variables a kernel launcher passes on from jupyter's environment (nbgrader sets the first while it
+# executes a notebook; lessons skip their training cells under it).
+KERNEL_PASSTHROUGH = ("NBGRADER_EXECUTION",)
 
 
 @dataclass
@@ -48,19 +63,29 @@ class Limits:
     memory_bytes: int = 3 * 1024 * MiB
     pids: int = 128
     file_bytes: int = 64 * MiB
-    scratch_bytes: int = 256 * MiB
+    scratch_bytes: int = 256 * MiB  # /work; /tmp and /dev/shm get the same size each
     open_files: int = 512
+    output_bytes: int = 1 * MiB  # of standard output and error kept; the rest is counted, dropped
 
 
 @dataclass
 class Config:
-    """Where the sandboxed command may write, what it may not see, and its limits."""
+    """What the sandboxed command sees and may use.
 
-    workdir: str  # becomes a size-limited tmpfs holding a copy of its contents; the command's cwd
-    hide: list[str] = field(default_factory=list)
+    workdir:   host folder whose copy is the command's ``/sandbox/work`` (its cwd), a size-limited tmpfs;
+               nothing written there comes back.
+    env:       the command's whole environment (an allowlist: nothing else is inherited).
+    readonly:  extra host files or folders, inside path -> host path, read-only.
+    shared_rw: host folders shared read-write at the same path (the kernel's socket folder).
+    """
+
+    workdir: str
+    env: dict[str, str] = field(default_factory=dict)
+    readonly: dict[str, str] = field(default_factory=dict)
     shared_rw: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     outcome_file: str | None = None  # the kernel launcher writes its outcome here
+    log_file: str | None = None  # the kernel launcher writes the kernel's own output here, capped
 
     @classmethod
     def load(cls, path: str | Path) -> "Config":
@@ -70,6 +95,18 @@ class Config:
 
     def dump(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self)))
+
+
+def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment every sandboxed command starts from, plus ``extra``."""
+    env = {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+        "HOME": WORK, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+        "MPLCONFIGDIR": "/tmp/matplotlib", "IPYTHONDIR": "/tmp/ipython",
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
+    }
+    env.update(extra or {})
+    return env
 
 
 # --- cgroups ------------------------------------------------------------------------------------
@@ -105,6 +142,28 @@ class Cgroup:
                 self.dirs[controller] = folder
             except OSError as exc:
                 self.missing.append(f"{controller} cgroup ({exc.strerror or exc})")
+        # CPU accounting (no limit: RLIMIT_CPU limits each process), to tell a CPU-limit kill from
+        # a self-inflicted signal; cgroup v2 accounts CPU in every cgroup, v1 in cpuacct.
+        if "cpuacct" not in self.dirs and Path("/sys/fs/cgroup/cpuacct").is_dir():
+            try:
+                folder = self._base("cpuacct", False) / self.name
+                folder.mkdir()
+                self.dirs["cpuacct"] = folder
+            except OSError:
+                pass
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds used by everything in the cgroups so far (0 where not accounted)."""
+        for folder in self.dirs.values():
+            try:
+                if (folder / "cpuacct.usage").exists():
+                    return int((folder / "cpuacct.usage").read_text()) / 1e9
+                if (folder / "cpu.stat").exists():
+                    stats = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines())
+                    return int(stats.get("usage_usec", 0)) / 1e6
+            except (OSError, ValueError):
+                pass
+        return 0.0
 
     @staticmethod
     def _base(controller: str, unified: bool) -> Path:
@@ -198,20 +257,161 @@ def sweep_cgroups(run: str) -> int:
 
 def missing_protections() -> list[str]:
     """Protections this machine cannot give (empty where the sandbox is complete)."""
-    missing = []
-    if shutil.which("unshare") is None or shutil.which("mount") is None:
-        missing.append("util-linux unshare/mount not found")
-    else:
-        probe = subprocess.run(
-            ["unshare", "--mount", "--net", "--pid", "--fork", "unshare", "--user", "--map-root-user", "true"],
-            capture_output=True,
-        )
-        if probe.returncode != 0:
-            missing.append("namespaces: " + probe.stderr.decode(errors="replace").strip())
+    missing = [f"{tool} not found ({package})" for tool, package in
+               (("bwrap", "Debian's bubblewrap"), ("setpriv", "util-linux"), ("unshare", "util-linux"))
+               if shutil.which(tool) is None]
+    if os.geteuid() != 0:
+        missing.append("grading must run as root (to drop each sandbox to an unprivileged user)")
+    if not missing:
+        with tempfile.TemporaryDirectory() as folder:
+            probe = subprocess.run(_argv(["true"], Config(workdir=folder, env=base_env())), capture_output=True)
+            if probe.returncode != 0:
+                missing.append("bubblewrap could not build the sandbox: "
+                               + probe.stderr.decode(errors="replace").strip()[-300:])
     group = Cgroup(Limits())
     missing += group.missing
     group.remove()
     return missing
+
+
+# --- the view ------------------------------------------------------------------------------------
+
+_ETC = {
+    "passwd": f"root:x:0:0::/nonexistent:/usr/sbin/nologin\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}::{WORK}:/usr/sbin/nologin\n",
+    "group": f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n",
+    "hosts": "127.0.0.1 localhost\n",
+}
+_HOST_ETC = ("ld.so.cache", "localtime")  # read from the host: the loader's cache, the time zone
+_SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # usually symbolic links into /usr
+_BOOTSTRAP = (  # runs first inside: copy the inbox into /work (tmpfs, owned by root, mode 0777)
+    "import os, shutil, sys\n"
+    f"src, dst = {_INBOX!r}, {WORK!r}\n"
+    "for top, dirs, files in os.walk(src):\n"
+    "    rel = os.path.relpath(top, src)\n"
+    "    for name in dirs:\n"
+    "        os.makedirs(os.path.join(dst, rel, name), exist_ok=True)\n"
+    "    for name in files:\n"
+    "        path = os.path.join(top, name)\n"
+    "        if not os.path.islink(path):\n"
+    "            shutil.copyfile(path, os.path.join(dst, rel, name))\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+)
+
+
+def _python_roots() -> list[str]:
+    """Folders the Python environment and the installed library live in."""
+    import attnlab
+
+    roots = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix),
+             os.path.realpath(Path(attnlab.__file__).parent)}
+    # Keep the outermost folders only (a package inside a prefix needs no bind of its own).
+    return sorted(r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots))
+
+
+def _etc_folder() -> str:
+    """A folder with the generated /etc files (one per process, made once)."""
+    global _etc_dir
+    if _etc_dir is None or not Path(_etc_dir).is_dir():
+        _etc_dir = tempfile.mkdtemp(prefix="attnlab-etc-")
+        for name, text in _ETC.items():
+            Path(_etc_dir, name).write_text(text)
+        os.chmod(_etc_dir, 0o755)
+    return _etc_dir
+
+
+_etc_dir: str | None = None
+
+
+class _View:
+    """The bwrap arguments that build the sandbox's file system, parents made as they are needed."""
+
+    def __init__(self):
+        self.args: list[str] = []
+        self.made = {"/"}
+        self.bound: list[str] = []  # destinations bound from the host (their insides exist already)
+
+    def _parents(self, dest: str) -> None:
+        parts = Path(dest).parts
+        for depth in range(2, len(parts)):
+            folder = str(Path(*parts[:depth]))
+            if folder in self.made or any(folder == b or folder.startswith(b + "/") for b in self.bound):
+                continue
+            self.args += ["--perms", "0755", "--dir", folder]
+            self.made.add(folder)
+
+    def bind(self, host: str, dest: str | None = None, writable: bool = False) -> None:
+        dest = dest or host
+        self._parents(dest)
+        self.args += ["--bind" if writable else "--ro-bind", host, dest]
+        self.bound.append(dest)
+        self.made.add(dest)
+
+    def tmpfs(self, dest: str, size: int, mode: str) -> None:
+        self._parents(dest)
+        self.args += ["--size", str(size), "--perms", mode, "--tmpfs", dest]
+        self.made.add(dest)
+        self.bound = [b for b in self.bound if not b.startswith(dest + "/")]
+
+
+def _argv(argv: list[str], config: Config) -> list[str]:
+    """The command line that runs ``argv`` in the sandbox ``config`` describes."""
+    size = config.limits.scratch_bytes
+    view = _View()
+    view.bind("/usr")
+    view.tmpfs("/usr/local", 64 * 1024, "0755")  # nbgrader's default exchange lives there
+    for name in _SYSTEM_LINKS:
+        host = Path("/", name)
+        if host.is_symlink():
+            view.args += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            view.bind(str(host))
+    etc = _etc_folder()
+    for name in _ETC:
+        view.bind(str(Path(etc, name)), f"/etc/{name}")
+    for name in _HOST_ETC:
+        if Path("/etc", name).exists():
+            view.bind(str(Path("/etc", name).resolve()), f"/etc/{name}")
+    for root in _python_roots():
+        view.bind(root)
+    view.args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
+    view.made.update({"/proc", "/dev"})
+    view.tmpfs("/dev/shm", size, "1777")
+    view.tmpfs("/tmp", size, "1777")
+    for inside, host in sorted(config.readonly.items()):
+        view.bind(host, inside)
+    view.bind(config.workdir, _INBOX)
+    view.tmpfs(WORK, size, "0777")
+    for shared in config.shared_rw:
+        view.bind(shared, writable=True)
+    environment = []
+    for key, value in sorted(config.env.items()):
+        environment += ["--setenv", key, value]
+    return [
+        "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+        "--die-with-parent", "--new-session", "--hostname", "sandbox",
+        # bwrap runs as root without a user namespace of its own (so it can bind what root can
+        # read); it keeps only what setpriv needs to drop to the unprivileged user.
+        "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+        *view.args, "--chdir", WORK, "--clearenv", *environment, "--",
+        "setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
+        "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+        "unshare", "--user", "--",
+        sys.executable, "-I", "-c", _BOOTSTRAP, *argv,
+    ]
+
+
+def _make_readable(folder: Path) -> None:
+    """Let the sandbox's user read the host folder it gets a copy of."""
+    for path in [folder, *folder.rglob("*")]:
+        if path.is_symlink():
+            continue
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+
+
+def _share(folder: str) -> None:
+    """Hand a shared folder (and what is in it) to the sandbox's user."""
+    for path in [Path(folder), *Path(folder).iterdir()]:
+        os.chown(path, SANDBOX_UID, SANDBOX_UID)
 
 
 # --- running a command in the sandbox ------------------------------------------------------------
@@ -223,6 +423,7 @@ class Outcome:
     returncode: int | None
     reason: str  # "" when it exited by itself; otherwise which limit ended it
     seconds: float
+    dropped_output_bytes: int = 0  # output beyond ``Limits.output_bytes``, not kept
 
 
 def _limit_resources(limits: Limits, cgroup: Cgroup | None) -> None:
@@ -239,12 +440,29 @@ def _limit_resources(limits: Limits, cgroup: Cgroup | None) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def sandboxed_argv(argv: list[str], config_path: Path) -> list[str]:
-    """The command line that runs ``argv`` inside the sandbox described by ``config_path``."""
-    return [
-        "unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "--kill-child", "--",
-        sys.executable, "-m", "autograder.sandbox", "_inner", str(config_path), "--", *argv,
-    ]
+class CappedCopy(threading.Thread):
+    """Copies a pipe into a file, keeping the first ``limit`` bytes and counting the rest."""
+
+    def __init__(self, pipe, target: str | None, limit: int):
+        super().__init__(daemon=True)
+        self.pipe, self.target, self.limit = pipe, target, limit
+        self.kept = self.dropped = 0
+
+    def run(self) -> None:
+        sink = open(self.target, "wb") if self.target else None
+        try:
+            while chunk := self.pipe.read(65536):
+                room = max(0, self.limit - self.kept)
+                if sink is not None and room:
+                    sink.write(chunk[:room])
+                self.kept += min(room, len(chunk))
+                self.dropped += max(0, len(chunk) - room)
+            if sink is not None and self.dropped:
+                sink.write(f"\n[grader: {self.dropped} more bytes of output were dropped]\n".encode())
+        finally:
+            if sink is not None:
+                sink.close()
+            self.pipe.close()
 
 
 def _feed(pipe, data: bytes) -> None:
@@ -270,7 +488,10 @@ def _wait(process: subprocess.Popen, timeout: float) -> tuple[bool, float]:
 
 
 def _reason(returncode: int | None, cgroup: Cgroup, limits: Limits, timed_out: bool, cpu: float = 0.0) -> str:
-    if cpu >= limits.cpu_s:
+    # bwrap exits with 128 + N when the command inside was killed by signal N.
+    if returncode is not None and returncode > 128 and returncode - 128 in signal.valid_signals():
+        returncode = -(returncode - 128)
+    if cpu >= limits.cpu_s - 0.05:
         return f"CPU time limit of {limits.cpu_s} s reached; killed"
     if timed_out:
         also = f" (it had also hit the process limit of {limits.pids})" if cgroup.pids_exceeded() else ""
@@ -279,7 +500,7 @@ def _reason(returncode: int | None, cgroup: Cgroup, limits: Limits, timed_out: b
         return f"memory limit of {limits.memory_bytes // MiB} MiB reached; killed"
     if returncode is not None and returncode < 0:
         signum = -returncode
-        if signum == signal.SIGXCPU:
+        if signum == signal.SIGXCPU and cpu >= limits.cpu_s - 0.05:
             return f"CPU time limit of {limits.cpu_s} s reached; killed"
         if signum == signal.SIGXFSZ:
             return f"file size limit of {limits.file_bytes // MiB} MiB reached; killed"
@@ -291,102 +512,40 @@ def _reason(returncode: int | None, cgroup: Cgroup, limits: Limits, timed_out: b
     return ""
 
 
-def run(argv: list[str], config: Config, stdin: bytes | None = None,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env: dict[str, str] | None = None) -> Outcome:
-    """Run ``argv`` sandboxed and wait for it (at most ``config.limits.wall_s``)."""
-    scratch = Path(config.workdir)
-    config_path = scratch.parent / f".sandbox-{uuid.uuid4().hex[:8]}.json"
-    config.dump(config_path)
+def _start(argv: list[str], config: Config, cgroup: Cgroup, **popen) -> subprocess.Popen:
+    _make_readable(Path(config.workdir))
+    for shared in config.shared_rw:
+        _share(shared)
+    return subprocess.Popen(_argv(argv, config), start_new_session=True, env={"PATH": "/usr/bin:/bin"},
+                            preexec_fn=lambda: _limit_resources(config.limits, cgroup), **popen)
+
+
+def run(argv: list[str], config: Config, stdin: bytes | None = None, stdout=subprocess.DEVNULL,
+        log: str | Path | None = None) -> Outcome:
+    """Run ``argv`` sandboxed and wait for it (at most ``config.limits.wall_s``).
+
+    stdout: where its standard output goes (a file object), unlimited but for ``file_bytes``;
+    log: file for its standard error, of which at most ``limits.output_bytes`` are kept.
+    """
     cgroup = Cgroup(config.limits)
     start = time.monotonic()
     try:
-        process = subprocess.Popen(
-            sandboxed_argv(argv, config_path), stdin=subprocess.PIPE, stdout=stdout, stderr=stderr,
-            cwd=config.workdir, start_new_session=True, env=env,
-            preexec_fn=lambda: _limit_resources(config.limits, cgroup),
-        )
+        process = _start(argv, config, cgroup, stdin=subprocess.PIPE, stdout=stdout, stderr=subprocess.PIPE)
+        errors = CappedCopy(process.stderr, str(log) if log else None, config.limits.output_bytes)
+        errors.start()
         # Feed the input from a thread: a command that stops reading must not block the clock.
-        feeder = threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True)
-        feeder.start()
+        threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
         timed_out, cpu = _wait(process, config.limits.wall_s)
+        cpu = max(cpu, cgroup.cpu_seconds())
         if timed_out:
             cgroup.kill_all()
             process.kill()
             process.wait()
+        errors.join(timeout=10)
         return Outcome(process.returncode, _reason(process.returncode, cgroup, config.limits, timed_out, cpu),
-                       time.monotonic() - start)
+                       time.monotonic() - start, errors.dropped)
     finally:
         cgroup.remove()
-        config_path.unlink(missing_ok=True)
-
-
-# --- inside the namespaces (runs as root there, before dropping to a user namespace) -------------
-
-def _mount(*args: str) -> None:
-    subprocess.run(["mount", *args], check=True, capture_output=True)
-
-
-def _mountpoints() -> list[str]:
-    points = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].replace("\\040", " ")
-        points.append(point)
-    return points
-
-
-def _snapshot(folder: Path) -> dict[str, bytes | None]:
-    """Contents of ``folder`` (None for sub-folders), to copy into the tmpfs that replaces it."""
-    files: dict[str, bytes | None] = {}
-    for path in sorted(folder.rglob("*")):
-        rel = str(path.relative_to(folder))
-        if path.is_symlink():
-            continue
-        files[rel] = None if path.is_dir() else path.read_bytes()
-    return files
-
-
-def _inner(config_path: str, argv: list[str]) -> None:
-    config = Config.load(config_path)
-    work = Path(config.workdir)
-    limits = config.limits
-    _mount("--make-rprivate", "/")
-    contents = _snapshot(work)
-    # Folders shared with the outside stay reachable even below a hidden parent: hold them open
-    # now, and bind them back (through /proc/self/fd) once their parents are covered.
-    held = {shared: os.open(shared, os.O_PATH | os.O_DIRECTORY) for shared in config.shared_rw}
-    for secret in config.hide:
-        path = Path(secret)
-        if path.is_dir() and not path.is_symlink():
-            _mount("-t", "tmpfs", "-o", "size=64k,mode=755", "tmpfs", secret)
-        elif path.exists():
-            _mount("--bind", "/dev/null", secret)
-    for shared, fd in held.items():
-        os.makedirs(shared, exist_ok=True)  # inside a covering tmpfs where a parent is hidden
-        _mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{fd}", shared)
-        os.close(fd)
-    work.mkdir(parents=True, exist_ok=True)
-    _mount("-t", "tmpfs", "-o", f"size={limits.scratch_bytes},mode=777", "tmpfs", str(work))
-    for rel, data in contents.items():
-        target = work / rel
-        if data is None:
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-    (work / ".tmp").mkdir(exist_ok=True)
-    keep_rw = {str(work), *config.shared_rw}
-    for point in _mountpoints():
-        if point in keep_rw or point.startswith(("/proc", "/dev")):
-            continue
-        subprocess.run(["mount", "-o", "remount,bind,ro", point], capture_output=True)
-    os.chdir(work)
-    env = dict(os.environ)
-    env.update(HOME=str(work), TMPDIR=str(work / ".tmp"), MPLCONFIGDIR=str(work / ".tmp"),
-               IPYTHONDIR=str(work / ".tmp" / "ipython"), PYTHONDONTWRITEBYTECODE="1")
-    env.pop(CONFIG_ENV, None)
-    # A user namespace of its own: the command keeps its uid but no capability over the mounts above,
-    # which the kernel locks, so it can neither make them writable nor uncover a hidden path.
-    os.execvpe("unshare", ["unshare", "--user", "--map-root-user", "--mount", "--", *argv], env)
 
 
 # --- the kernel launcher ---------------------------------------------------------------------------
@@ -395,18 +554,20 @@ def _kernel(argv: list[str]) -> int:
     """Launch a kernel (``argv``) sandboxed, as a kernelspec does; record how it ended."""
     config = Config.load(os.environ[CONFIG_ENV])
     config.workdir = os.getcwd()  # jupyter starts kernels in the notebook's folder
+    config.env = {**config.env, **{k: os.environ[k] for k in KERNEL_PASSTHROUGH if k in os.environ}}
     connection = argv[argv.index("-f") + 1] if "-f" in argv else None
     if connection:
         config.shared_rw = [*config.shared_rw, str(Path(connection).parent)]
-    config_path = Path(config.outcome_file or os.getcwd()).with_suffix(".config.json")
-    config.dump(config_path)
     cgroup = Cgroup(config.limits)
     start = time.monotonic()
     # Interrupts reach the kernel through the process group; this launcher must outlive them.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    process = subprocess.Popen(
-        sandboxed_argv(argv, config_path), preexec_fn=lambda: _limit_resources(config.limits, cgroup),
-    )
+    process = _start(argv, config, cgroup, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                     stderr=subprocess.STDOUT)
+    # The kernel's own output (not its cells' output, which travels as messages) goes to a capped
+    # log file, never to nbgrader's output, where it could pass for the grader's own messages.
+    output = CappedCopy(process.stdout, config.log_file, config.limits.output_bytes)
+    output.start()
     stopped = []  # jupyter asked the kernel to stop: a normal end, not a limit
 
     def stop(*_):
@@ -416,12 +577,14 @@ def _kernel(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     timed_out, cpu = _wait(process, config.limits.wall_s)
+    cpu = max(cpu, cgroup.cpu_seconds())
     if timed_out:
         cgroup.kill_all()
         process.kill()
         process.wait()
+    output.join(timeout=10)
     reason = "" if stopped else _reason(process.returncode, cgroup, config.limits, timed_out, cpu)
-    outcome = Outcome(process.returncode, reason, time.monotonic() - start)
+    outcome = Outcome(process.returncode, reason, time.monotonic() - start, output.dropped)
     cgroup.remove()
     if config.outcome_file:
         Path(config.outcome_file).write_text(json.dumps(asdict(outcome)))
@@ -429,9 +592,6 @@ def _kernel(argv: list[str]) -> int:
 
 
 def main(args: list[str]) -> int:
-    if args[:1] == ["_inner"]:
-        _inner(args[1], args[args.index("--") + 1:])
-        return 127  # exec failed
     if args[:1] == ["kernel"]:
         return _kernel(args[args.index("--") + 1:])
     print("usage: python -m autograder.sandbox kernel -- KERNEL_ARGV...", file=sys.stderr)

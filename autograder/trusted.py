@@ -10,12 +10,14 @@ of its cases passes, as nbgrader scores a test cell.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
 import shutil
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +27,12 @@ from attnlab import switch
 from attnlab.lessons import Lesson, exercise_modules
 from autograder import paths, sandbox, worker
 from autograder.cases import Case
+
+
+def quoted(text: str, limit: int = 100) -> str:
+    """A learner's message as a note quotes it: one line, printable, short, in quotes."""
+    flat = "".join(ch if ch.isprintable() else " " for ch in str(text)).strip()
+    return json.dumps(flat[:limit] + ("…" if len(flat) > limit else ""), ensure_ascii=False)
 
 RESPONSE_LIMIT = 64 * 1024 * 1024
 TOLERANCE = {  # (rtol, atol) by dtype name
@@ -80,11 +88,16 @@ def _prefixed(case: Case, index: int) -> tuple[dict, dict]:
     def fix(spec):
         if isinstance(spec, dict) and "array" in spec:
             return {**spec, "array": rename[spec["array"]]}
+        if isinstance(spec, dict):
+            return {key: fix(value) for key, value in spec.items()}
+        if isinstance(spec, list):
+            return [fix(value) for value in spec]
         return spec
 
     call = _call_spec(case, index)
     call["args"] = [fix(a) for a in case.args]
     call["kwargs"] = {k: fix(v) for k, v in case.kwargs.items()}
+    call["options"] = fix(case.options)  # array references inside a recipe's options too
     call["parameters"] = {k: rename[v] for k, v in case.parameters.items()}
     call["cotangents"] = [None if c is None else rename[c] for c in case.cotangents]
     return call, {rename[name]: value for name, value in case.arrays.items()}
@@ -113,8 +126,11 @@ def _expected(module, call: dict, arrays: dict) -> dict:
 
 def _compare(call: dict, expected: dict, got: dict, got_arrays: dict, arrays: dict) -> str:
     """Why ``got`` is wrong ("" when it is right)."""
+    if got.get("status") == "forbidden":
+        return got.get("error", "called a function this exercise must not use")
     if got.get("status") != "ok":
-        return got.get("error", "no answer")
+        error = got.get("error", "no answer")
+        return f"raised {quoted(error)}" if got.get("status") == "error" and "error" in got else error
     if got.get("structure") != expected["structure"]:
         return f"returned {_shape_of(got['structure'])}, expected {_shape_of(expected['structure'])}"
     for name, want_dtype in expected["dtypes"].items():
@@ -130,7 +146,11 @@ def _compare(call: dict, expected: dict, got: dict, got_arrays: dict, arrays: di
             if not np.array_equal(have, want):
                 return "boolean output differs"
         elif not np.allclose(have, want, rtol=rtol, atol=atol, equal_nan=True):
-            error = np.nanmax(np.abs(have.astype(np.float64) - want.astype(np.float64))) if have.size else 0.0
+            yours, ref = have.astype(np.float64), want.astype(np.float64)
+            stray = np.isnan(yours) & ~np.isnan(ref)
+            if stray.any():
+                return f"nan in the output where the reference has numbers ({int(stray.sum())} of {yours.size} entries)"
+            error = np.nanmax(np.abs(yours - ref)) if yours.size else 0.0
             return f"values differ from the reference (largest difference {error:.3g})"
     for index, spec in enumerate(call["args"]):
         if isinstance(spec, dict) and "array" in spec:
@@ -158,11 +178,15 @@ def _worker_folder(folder: Path, lesson: Lesson, library: dict[str, bytes]) -> N
             shutil.copy(switch.reference_path(module), target)
 
 
-def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, hide: list[str],
-          limits: sandbox.Limits, env: dict[str, str] | None = None) -> TrustedResult:
+def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, limits: sandbox.Limits,
+          env: dict[str, str], deadline: float | None = None) -> TrustedResult:
     """Trusted verdicts on every autograded cell of ``lesson`` for the learner's ``library``
-    (module name -> source bytes; a missing module scores 0)."""
-    env = {**(env or {}), **worker_env(lesson)}
+    (module name -> source bytes; a missing module scores 0).
+
+    env: the workers' whole environment (an allowlist, see ``autograder.grade.sandboxed_env``).
+    deadline: ``time.monotonic()`` value after which no worker starts, and no worker runs past;
+    the cases left are failed with a note.
+    """
     reference = reference_module(lesson)
     result = TrustedResult()
     cases = load_cases(lesson)
@@ -174,7 +198,8 @@ def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, hide: list[s
     # answer (the library looped, crashed or exited), one worker per function, so that one
     # broken function does not cost the points of the others.
     groups = {"all": indexed}
-    answers, answer_arrays, calls_by_index, arrays, problem = _run_group(lesson, library, indexed, scratch / "all", hide, limits, env)
+    answers, answer_arrays, calls_by_index, arrays, problem = _run_group(
+        lesson, library, indexed, scratch / "all", _clipped(limits, deadline), env)
     retry = bool(problem)
     if retry:
         groups = {}
@@ -183,17 +208,23 @@ def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, hide: list[s
     failures: dict[str, str] = {}
     for name, group in groups.items():
         if retry:
-            answers, answer_arrays, calls_by_index, arrays, problem = _run_group(
-                lesson, library, group, scratch / name, hide, limits, env)
+            clipped = _clipped(limits, deadline)
+            if clipped is None:
+                answers, answer_arrays, problem = {}, {}, "not run: the submission's grading time was used up"
+                calls_by_index = {index: _prefixed(case, index)[0] for index, case in group}
+                arrays = {k: v for index, case in group for k, v in _prefixed(case, index)[1].items()}
+            else:
+                answers, answer_arrays, calls_by_index, arrays, problem = _run_group(
+                    lesson, library, group, scratch / name, clipped, env)
             if problem:
                 result.notes.append(f"{name}: {problem}")
         for index, case in group:
             call = calls_by_index[index]
             expected = _expected(reference, call, arrays)
-            got = answers.get(call["id"], {"status": "error", "error": problem or "no answer"})
+            got = answers.get(call["id"], {"status": "none", "error": problem or "no answer"})
             why = _compare(call, expected, got, answer_arrays, arrays)
             if why and case.grade_id not in failures:
-                failures[case.grade_id] = f"{case.target} ({case.label or call['id']}): {why}"[:200]
+                failures[case.grade_id] = f"{case.target} ({case.label or call['id']}): {why}"
     for case in cases:
         cell = result.cells.setdefault(case.grade_id, CellResult(case.grade_id, True, 0))
         cell.cases += 1
@@ -202,7 +233,17 @@ def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, hide: list[s
     return result
 
 
-def _run_group(lesson, library, group, folder, hide, limits, env):
+def _clipped(limits: sandbox.Limits, deadline: float | None) -> sandbox.Limits | None:
+    """``limits`` with a wall clock that ends by ``deadline`` (None when no time is left)."""
+    if deadline is None:
+        return limits
+    left = deadline - time.monotonic()
+    if left < 5:
+        return None
+    return dataclasses.replace(limits, wall_s=min(limits.wall_s, left))
+
+
+def _run_group(lesson, library, group, folder, limits, env):
     """Ask one worker for the calls of ``group``; (answers, arrays out, calls by index, arrays in, problem)."""
     calls, arrays, by_index = [], {}, {}
     for index, case in group:
@@ -210,20 +251,26 @@ def _run_group(lesson, library, group, folder, hide, limits, env):
         calls.append(call)
         arrays.update(named)
         by_index[index] = call
-    answers, answer_arrays, problem = _ask_worker(lesson, library, calls, arrays, folder, hide, limits, env)
+    if limits is None:
+        return {}, {}, by_index, arrays, "not run: the submission's grading time was used up"
+    answers, answer_arrays, problem = _ask_worker(lesson, library, calls, arrays, folder, limits, env)
     return answers, answer_arrays, by_index, arrays, problem
 
 
-def _ask_worker(lesson, library, calls, arrays, folder: Path, hide, limits, env):
+# The worker's code, visible inside the sandbox (the cases are not: they stay on this side).
+WORKER_FILES = {f"/sandbox/grader/{name}": str(Path(__file__).with_name(name)) for name in ("worker.py", "recipes.py")}
+
+
+def _ask_worker(lesson, library, calls, arrays, folder: Path, limits, env):
     """Run one sandboxed worker; (answers by call id, arrays, problem or "")."""
     _worker_folder(folder, lesson, library)
     request = json.dumps({"module": lesson.modules[0], "calls": calls, "arrays": worker.encode_arrays(arrays)})
     answer_path, log_path = folder.parent / f"{folder.name}.answer", folder.parent / f"{folder.name}.log"
-    with answer_path.open("wb") as answer, log_path.open("wb") as log:
+    with answer_path.open("wb") as answer:
         outcome = sandbox.run(
-            [sys.executable, "-m", "autograder.worker"],
-            sandbox.Config(workdir=str(folder), hide=hide, limits=limits),
-            stdin=request.encode(), stdout=answer, stderr=log, env=env,
+            [sys.executable, "/sandbox/grader/worker.py"],
+            sandbox.Config(workdir=str(folder), env=env, readonly=WORKER_FILES, limits=limits),
+            stdin=request.encode(), stdout=answer, log=log_path,
         )
     problem = outcome.reason
     try:

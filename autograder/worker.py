@@ -16,6 +16,10 @@ A call is ``{"id", "recipe", "target", "args", "kwargs"}``. Recipes:
   gradients; the sum of each output times its cotangent array (``cotangents``, one per output, or
   None) is differentiated, and the gradients of those arguments are returned.
 
+Other recipes live in ``autograder.recipes``. A call may name ``forbidden`` aten operators (name
+prefixes): if the learner's code calls one, the call's answer is ``{"status": "forbidden"}`` with a
+message saying which (``ForbiddenCalls``).
+
 An argument is a JSON value or ``{"array": name, "as": "torch"|"numpy"}``.
 """
 
@@ -87,37 +91,79 @@ def _dtype_name(value) -> str:
     return str(getattr(value, "dtype", type(value).__name__)).replace("torch.", "")
 
 
-def run_call(module, call: dict, arrays: dict[str, np.ndarray], out: dict[str, np.ndarray]) -> dict:
+# What a forbidden aten operator is called where learners meet it.
+_FORBIDDEN_NAMES = {
+    "_softmax": "softmax (torch.softmax, F.softmax or Tensor.softmax)",
+    "_safe_softmax": "softmax (torch.softmax, F.softmax or Tensor.softmax)",
+    "_log_softmax": "log_softmax (torch.log_softmax or F.log_softmax)",
+    "_scaled_dot_product": "F.scaled_dot_product_attention",
+    "scaled_dot_product": "F.scaled_dot_product_attention",
+}
+
+
+class ForbiddenCalls:
+    """A context that records calls of forbidden torch operators, by aten name prefix.
+
+    It watches below every Python alias (``torch.softmax``, ``F.softmax``, ``Tensor.softmax``,
+    ``torch.ops.aten._softmax``...): each reaches the dispatcher as the same aten operator.
+    """
+
+    def __init__(self, prefixes):
+        self.prefixes = tuple(prefixes)
+        self.seen: list[str] = []
+
+    def _saw(self, name: str, functions: bool) -> None:
+        for prefix in self.prefixes:
+            wanted = prefix.lstrip("_") if functions else prefix
+            if name.startswith(wanted) and prefix not in self.seen:
+                self.seen.append(prefix)
+
+    def __enter__(self):
+        if not self.prefixes:
+            return self
+        from torch.overrides import TorchFunctionMode
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        watcher = self
+
+        class Functions(TorchFunctionMode):  # torch.softmax, F.scaled_dot_product_attention, ...
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                watcher._saw(getattr(func, "__name__", ""), functions=True)
+                return func(*args, **(kwargs or {}))
+
+        class Operators(TorchDispatchMode):  # what every path reaches: aten._softmax, ...
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                watcher._saw(str(func).split(".", 1)[-1], functions=False)  # "aten._softmax.default"
+                return func(*args, **(kwargs or {}))
+
+        self.modes = [Operators(), Functions()]
+        for mode in self.modes:
+            mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        for mode in reversed(getattr(self, "modes", [])):
+            mode.__exit__(*exc)
+        return False
+
+    def message(self) -> str:
+        names = ", ".join(dict.fromkeys(_FORBIDDEN_NAMES.get(p, p) for p in self.seen))
+        return (f"calls {names}, which this exercise asks you to write yourself "
+                "(the check compares with it, so using it proves nothing)")
+
+
+def run_call(module, call: dict, arrays: dict[str, np.ndarray], out: dict[str, np.ndarray],
+             police: bool = False) -> dict:
+    """Make one call and store its outputs in ``out``. ``police``: fail the call if it uses a
+    forbidden operator (the worker sets it; the trusted side, computing the reference's answer,
+    does not)."""
     args = [_argument(spec, arrays) for spec in call.get("args", [])]
     kwargs = {key: _argument(spec, arrays) for key, spec in call.get("kwargs", {}).items()}
-    target = getattr(module, call["target"], None)
-    if target is None:
-        raise AttributeError(f"attnlab.{module.__name__.split('.')[-1]} has no {call['target']}")
-    if call["recipe"] == "module":
-        import torch
-
-        instance = target(**call.get("init", {}))
-        with torch.no_grad():
-            parameters = dict(instance.named_parameters())
-            for name, array_name in call.get("parameters", {}).items():
-                parameters[name].copy_(torch.from_numpy(arrays[array_name]))
-        result = instance(*args, **kwargs)
-    elif call["recipe"] == "grad":
-        import torch
-
-        wanted = [args[index].requires_grad_() for index in call["grad_args"]]
-        outputs = target(*args, **kwargs)
-        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-        loss = sum((output * torch.from_numpy(arrays[name])).sum()
-                   for output, name in zip(outputs, call["cotangents"]) if name is not None)
-        result = tuple(torch.autograd.grad(loss, wanted))
-    elif call["recipe"] == "call":
-        result = target(*args, **kwargs)
-    else:
-        recipe = _recipes.RECIPES.get(call["recipe"])
-        if recipe is None:
-            raise ValueError(f"unknown recipe {call['recipe']!r}")
-        result = recipe(module, call, args, kwargs, arrays)
+    watch = ForbiddenCalls(call.get("forbidden", ()) if police else ())
+    with watch:
+        result = _call(module, call, args, kwargs, arrays)
+    if watch.seen:
+        return {"status": "forbidden", "error": watch.message()}
     structure = flatten(result, f"{call['id']}:out", out)
     dtypes = {name: _dtype_name(value) for name, value in _named_outputs(result, f"{call['id']}:out")}
     after = {}
@@ -125,6 +171,37 @@ def run_call(module, call: dict, arrays: dict[str, np.ndarray], out: dict[str, n
         if hasattr(value, "shape"):
             after[str(index)] = flatten(value, f"{call['id']}:arg{index}", out)
     return {"status": "ok", "structure": structure, "dtypes": dtypes, "args_after": after}
+
+
+def _call(module, call: dict, args: list, kwargs: dict, arrays: dict[str, np.ndarray]):
+    recipe = call["recipe"]
+    if recipe not in ("call", "module", "grad"):
+        custom = _recipes.RECIPES.get(recipe)
+        if custom is None:
+            raise ValueError(f"unknown recipe {recipe!r}")
+        return custom(module, call, args, kwargs, arrays)
+    target = getattr(module, call["target"], None)
+    if target is None:
+        raise AttributeError(f"attnlab.{module.__name__.split('.')[-1]} has no {call['target']}")
+    if recipe == "module":
+        import torch
+
+        instance = target(**call.get("init", {}))
+        with torch.no_grad():
+            parameters = dict(instance.named_parameters())
+            for name, array_name in call.get("parameters", {}).items():
+                parameters[name].copy_(torch.from_numpy(arrays[array_name]))
+        return instance(*args, **kwargs)
+    if recipe == "grad":
+        import torch
+
+        wanted = [args[index].requires_grad_() for index in call["grad_args"]]
+        outputs = target(*args, **kwargs)
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        loss = sum((output * torch.from_numpy(arrays[name])).sum()
+                   for output, name in zip(outputs, call["cotangents"]) if name is not None)
+        return tuple(torch.autograd.grad(loss, wanted))
+    return target(*args, **kwargs)
 
 
 def _named_outputs(value, prefix):
@@ -150,7 +227,7 @@ def main() -> int:
     else:
         for call in request["calls"]:
             try:
-                results[call["id"]] = run_call(module, call, arrays, out)
+                results[call["id"]] = run_call(module, call, arrays, out, police=True)
             except BaseException as exc:  # noqa: BLE001 (SystemExit and KeyboardInterrupt included)
                 tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
                 results[call["id"]] = {"status": "error", "error": tail[:500]}

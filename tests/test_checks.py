@@ -378,3 +378,61 @@ def test_reference_attention_broadcasts_masks_and_batches():
     assert out.shape == (2, 5, 3, 2) and weights.shape == (2, 5, 3, 6)
     assert out.dtype == torch.float64
     torch.testing.assert_close(out, weights @ v.double())
+
+
+# ------------------------------------------------------------------- how a failing check shows
+
+
+def _render(check, fn) -> list[str]:
+    try:
+        check(fn)
+    except BaseException as error:  # noqa: BLE001
+        return error._render_traceback_()
+    raise AssertionError("the check passed")
+
+
+def test_a_wrong_answer_shows_in_a_few_lines_without_the_checks_internals():
+    from attnlab.checks import check_softmax
+
+    lines = _render(check_softmax, lambda x, dim=-1: x.exp())
+    assert len(lines) <= 2 and "CheckFailed" in lines[0] and "softmax" in lines[0]
+    assert not any("run_checks" in line or "common.py" in line for line in lines)
+
+
+def test_a_crash_names_the_line_of_the_learners_code(tmp_path):
+    import importlib.util
+
+    from attnlab.checks import check_softmax
+
+    path = tmp_path / "mine.py"
+    path.write_text("def softmax(x, dim=-1):\n    return x.amax(dim=7)  # the bug\n")
+    spec = importlib.util.spec_from_file_location("mine", path)
+    mine = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mine)
+    lines = _render(check_softmax, mine.softmax)
+    assert "IndexError" in lines[0]
+    assert lines[1].strip() == "raised in your code: mine.py, line 2, in softmax: return x.amax(dim=7)  # the bug"
+
+
+def test_a_stub_keeps_its_error_and_shows_its_message_first():
+    from attnlab.checks import check_softmax
+
+    stub = load_stub("attention")
+    with pytest.raises(NotImplementedError) as caught:
+        check_softmax(stub.softmax)
+    lines = caught.value._render_traceback_()
+    assert "NotImplementedError" in lines[0] and "Lesson 02: softmax()" in lines[0]
+    assert "attention.py" in lines[1] and "raise NotImplementedError" in lines[1]
+
+
+def test_in_a_notebook_the_check_fails_in_a_few_lines_and_nbgrader_sees_an_error(tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from attnlab import checks\nchecks.check_softmax(lambda x, dim=-1: x.exp())")])
+    NotebookClient(notebook, kernel_name="python3", allow_errors=True).execute()
+    error, = [o for o in notebook.cells[0].outputs if o.output_type == "error"]
+    assert error.ename == "CheckFailed" and "softmax" in error.evalue
+    assert len(error.traceback) <= 2, error.traceback
+    assert not any("run_checks" in line for line in error.traceback)

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from attnlab.quiz import Option, Question, Quiz, QuizState
+from attnlab.quiz import display_order, Option, Question, Quiz, QuizState
 
 
 def single() -> Question:
@@ -193,7 +193,7 @@ def test_text_contains_every_question_and_option():
 
 def test_text_without_answers_hides_the_key():
     text = quiz().text(include_answers=False)
-    assert "a) Gather from other tokens" in text
+    assert ") Gather from other tokens" in text
     assert "Answer key" not in text
     assert "Right. It mixes values." not in text
 
@@ -233,12 +233,13 @@ def test_widgets_single_choice_check_updates_feedback_and_score():
     assert "Pick an answer first" in first.feedback.value
     assert view.score.value == "You got 0 of 2 right."
 
-    first.selector.index = 1
+    labels = [label for label, _ in first.selector.options]
+    first.selector.index = labels.index("Look only at the previous token")
     first.button.click()
     assert "Not quite. That is a bigram." in first.feedback.value
     assert view.score.value == "You got 0 of 2 right."
 
-    first.selector.value = 0
+    first.selector.index = labels.index("Gather from other tokens")
     first.button.click()
     assert "Right. It mixes values." in first.feedback.value
     assert "Not quite" not in first.feedback.value
@@ -248,13 +249,46 @@ def test_widgets_single_choice_check_updates_feedback_and_score():
 def test_widgets_multiple_choice_check_names_missed_option():
     view = quiz()._build()
     second = view.questions[1]
-    boxes = second.selector.children
+    boxes = {box.description: box for box in second.selector.children}
     assert len(boxes) == 3
-    boxes[0].value = True
+    boxes["attention"].value = True
     second.button.click()
     assert "You missed a correct option: masking" in second.feedback.value
     assert view.score.value == "You got 0 of 2 right."
-    boxes[1].value = True
+    boxes["masking"].value = True
     second.button.click()
     assert "missed" not in second.feedback.value
     assert view.score.value == "You got 1 of 2 right."
+
+
+# --- shuffling ----------------------------------------------------------------------------------
+
+
+def _four_options(prompt="Which is right?", right=0):
+    texts = ["first", "second", "third", "fourth"]
+    return Question(prompt, [Option(t, correct=i == right, explain="Right." if i == right else "Not quite.")
+                             for i, t in enumerate(texts)])
+
+
+def test_the_display_order_is_stable_for_a_learner_and_varies_between_learners():
+    question = _four_options()
+    assert display_order(question, "ada") == display_order(question, "ada")
+    assert sorted(display_order(question, "ada")) == [0, 1, 2, 3]
+    orders = {tuple(display_order(question, f"learner{n}")) for n in range(40)}
+    assert len(orders) > 10
+
+
+def test_the_right_answer_written_first_is_not_always_shown_first():
+    shown = [display_order(_four_options(f"question {n}?"), "ada").index(0) for n in range(40)]
+    assert len(set(shown)) == 4  # every position occurs
+
+
+def test_widgets_and_text_show_the_same_order():
+    q = Quiz("Order", [_four_options()], learner="ada")
+    order = display_order(q.questions[0], "ada")
+    text = q.text()
+    expected = [f"   {letter}) {q.questions[0].options[i].text}" for letter, i in zip("abcd", order)]
+    assert [line for line in text.splitlines() if line.startswith("   ") and ") " in line][:4] == expected
+    assert f"1. {'abcd'[order.index(0)]}" in text  # the key names the right option by its shown letter
+    view = q._build()
+    assert [label for label, _ in view.questions[0].selector.options] == [q.questions[0].options[i].text for i in order]

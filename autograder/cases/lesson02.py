@@ -6,6 +6,10 @@ import numpy as np
 
 from autograder.cases import Case, Inputs
 
+# The lesson asks learners to write these themselves; calling PyTorch's versions fails the case.
+NO_SOFTMAX = ("_softmax", "_safe_softmax", "_log_softmax")
+NO_SDPA = NO_SOFTMAX + ("_scaled_dot_product", "scaled_dot_product")
+
 
 def _softmax(grade_id: str, rng: np.random.Generator, shape, dim, dtype, spread=3.0, minus_inf=False, label=""):
     inputs = Inputs()
@@ -16,7 +20,7 @@ def _softmax(grade_id: str, rng: np.random.Generator, shape, dim, dtype, spread=
         first[dim] = 0
         holes[tuple(first)] = False
         x[holes] = -np.inf
-    return Case(grade_id, "softmax", [inputs.add(x)], {"dim": dim}, inputs.arrays, label=label)
+    return Case(grade_id, "softmax", [inputs.add(x)], {"dim": dim}, inputs.arrays, label=label, forbidden=NO_SOFTMAX)
 
 
 def _numpy_attention(grade_id, rng, batch, n_q, n_k, d, d_v, causal, dtype=np.float64, spread=1.0, label=""):
@@ -43,7 +47,7 @@ def _sdpa(grade_id, rng, q_batch, k_batch, n_q, n_k, d, d_v, dtype=np.float64, m
     if scale is not None:
         kwargs["scale"] = scale
     return Case(grade_id, "scaled_dot_product_attention", [inputs.add(q), inputs.add(k), inputs.add(v)],
-                kwargs, inputs.arrays, label=label)
+                kwargs, inputs.arrays, label=label, forbidden=NO_SDPA)
 
 
 def cases() -> list[Case]:

@@ -5,10 +5,11 @@ Support modules (quiz, checks, plots, data, bench) are ready to use. Exercise mo
 course's version of one you have not written yet.
 """
 
+from attnlab import glossary, progress
 from attnlab.switch import install as _install
 from attnlab.switch import source_of, use_own, use_reference
 
-__all__ = ["use_reference", "use_own", "source_of"]
+__all__ = ["glossary", "progress", "use_reference", "use_own", "source_of"]
 __version__ = "0.1.0"
 
 _install()

@@ -16,22 +16,47 @@ A quiz is written as data and shown with one call::
         ],
     ).show()
 
+Options are written in any order and shown shuffled (``display_order``): seeded by the question and
+the learner's user name, so one learner sees the same order on every rerun, in the widgets and in
+the text fallback alike, while the right answer's place varies from question to question.
+
 The logic (checking an answer, keeping the score, recording answers) lives in ``QuizState`` and
 knows nothing of widgets, so it is tested without a browser; the widgets only call it. Every
 ``show()`` builds fresh widgets and a fresh ``QuizState``, so re-running a cell starts cleanly.
+Option indices are always the written order; only what is displayed is shuffled.
 """
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import html
 import json
+import random
 import string
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["Option", "Question", "Quiz", "QuizState", "Feedback"]
+__all__ = ["Option", "Question", "Quiz", "QuizState", "Feedback", "display_order"]
+
+
+def _learner() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 (no user name: one fixed order for everybody)
+        return ""
+
+
+def display_order(question: "Question", learner: str | None = None) -> list[int]:
+    """The written indices of ``question``'s options in the order they are shown: a shuffle seeded
+    by the prompt, the options' texts and the learner (``getpass.getuser()`` by default)."""
+    learner = _learner() if learner is None else learner
+    key = "\0".join([learner, question.prompt, *(option.text for option in question.options)])
+    order = list(range(len(question.options)))
+    random.Random(hashlib.sha256(key.encode()).digest()).shuffle(order)
+    return order
 
 
 @dataclass(frozen=True)
@@ -186,14 +211,15 @@ class _QuestionView:
     selector: object  # RadioButtons (single choice) or a VBox of Checkboxes (multiple choice)
     button: object
     feedback: object
+    order: list[int] = field(default_factory=list)  # written index of each displayed option
 
     def chosen(self) -> list[int]:
-        """Indices of the options currently selected."""
+        """Written indices of the options currently selected."""
         import ipywidgets as widgets
 
         if isinstance(self.selector, widgets.RadioButtons):
-            return [] if self.selector.index is None else [self.selector.index]
-        return [i for i, box in enumerate(self.selector.children) if box.value]
+            return [] if self.selector.value is None else [self.selector.value]
+        return sorted(self.order[i] for i, box in enumerate(self.selector.children) if box.value)
 
 
 @dataclass
@@ -222,11 +248,13 @@ class Quiz:
     """
 
     def __init__(
-        self, title: str, questions: Sequence[Question], record_to: str | Path | None = None
+        self, title: str, questions: Sequence[Question], record_to: str | Path | None = None,
+        learner: str | None = None,
     ):
         self.title = title
         self.questions = tuple(questions)
         self.record_to = record_to
+        self.learner = learner  # seeds the shuffle; the user name when None
         if not self.questions:
             raise ValueError(f"quiz {title!r} has no questions")
         for question in self.questions:
@@ -238,19 +266,20 @@ class Quiz:
     def text(self, include_answers: bool = True) -> str:
         """Plain-text rendering: title, numbered questions, lettered options, then an answer key."""
         lines = [self.title, "=" * len(self.title), ""]
-        for number, question in enumerate(self.questions, start=1):
+        orders = [display_order(question, self.learner) for question in self.questions]
+        for number, (question, order) in enumerate(zip(self.questions, orders), start=1):
             hint = " (several may be right)" if question.multiple else ""
             lines.append(f"{number}. {question.prompt}{hint}")
-            for letter, option in zip(string.ascii_lowercase, question.options):
-                lines.append(f"   {letter}) {option.text}")
+            for letter, index in zip(string.ascii_lowercase, order):
+                lines.append(f"   {letter}) {question.options[index].text}")
             lines.append("")
         if include_answers:
             lines += ["Answer key", "----------"]
-            for number, question in enumerate(self.questions, start=1):
-                right = ", ".join(string.ascii_lowercase[i] for i in question.correct_indices)
+            for number, (question, order) in enumerate(zip(self.questions, orders), start=1):
+                right = ", ".join(string.ascii_lowercase[order.index(i)] for i in question.correct_indices)
                 lines.append(f"{number}. {right}")
-                for letter, option in zip(string.ascii_lowercase, question.options):
-                    lines.append(f"   {letter}) {option.explain}")
+                for letter, index in zip(string.ascii_lowercase, order):
+                    lines.append(f"   {letter}) {question.options[index].explain}")
             lines.append("")
         return "\n".join(lines)
 
@@ -265,23 +294,24 @@ class Quiz:
         for index, question in enumerate(self.questions):
             hint = " <i>(tick every right option)</i>" if question.multiple else ""
             prompt = widgets.HTML(f"<b>{index + 1}. {html.escape(question.prompt)}</b>{hint}")
+            order = display_order(question, self.learner)
             if question.multiple:
                 selector = widgets.VBox(
                     [
                         widgets.Checkbox(
-                            value=False, description=option.text, indent=False,
+                            value=False, description=question.options[i].text, indent=False,
                             layout=widgets.Layout(width="auto"),
                         )
-                        for option in question.options
+                        for i in order
                     ]
                 )
             else:
-                # (label, index) pairs: the value is the option's index; nothing starts selected.
+                # (label, written index) pairs in the shuffled order; nothing starts selected.
                 selector = widgets.RadioButtons(
-                    options=[(option.text, i) for i, option in enumerate(question.options)],
+                    options=[(question.options[i].text, i) for i in order],
                     index=None, layout=widgets.Layout(width="auto"),
                 )
-            view = _QuestionView(selector, widgets.Button(description="Check"), widgets.HTML())
+            view = _QuestionView(selector, widgets.Button(description="Check"), widgets.HTML(), order)
             view.button.on_click(self._on_check(state, index, view, score))
             views.append(view)
             parts.append(widgets.VBox([prompt, selector, view.button, view.feedback]))

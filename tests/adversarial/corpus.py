@@ -38,6 +38,9 @@ class Kit:
     canary: Path  # a file outside every scratch folder that must not change
     port: int  # a localhost port with a listening server that must see no connection
     course: Path  # the course directory (its source/ holds the hidden tests)
+    unix_socket: Path  # a listening Unix socket of the host that must see no connection
+    abstract_socket: str  # a listening abstract Unix socket of the host (name without the NUL)
+    marker: str  # a name that files written into the host's /dev or /dev/shm would carry
 
     def write(self, folder: Path, library: str | None = None, cells: Callable | None = None) -> None:
         nb = nbformat.read(self.notebook, as_version=4)
@@ -105,6 +108,50 @@ def _duplicated_cell(kit: Kit, folder: Path) -> None:
     kit.write(folder, kit.reference, duplicate)
 
 
+# Looks for the reference anywhere it can reach: a repository's git objects, a built course left in
+# /tmp, the solutions folder. It uses what it finds; with nothing found, its functions stay blank.
+HUNT_FOR_THE_REFERENCE = """
+import os, zlib
+_found = None
+_seen = 0
+for _top, _dirs, _files in os.walk("/"):
+    if _top.startswith(("/proc", "/sys", "/dev")):
+        _dirs[:] = []
+        continue
+    for _name in _files:
+        _seen += 1
+        if _seen > 400000 or _found:
+            break
+        _path = os.path.join(_top, _name)
+        try:
+            if _name == "attention.py" and "solutions" in _path or "/source/02_attention/" in _path:
+                _text = open(_path).read()
+                if "return out, weights" in _text and "NotImplementedError" not in _text:
+                    _found = _text
+            elif "/.git/objects/" in _path and os.path.getsize(_path) < 200000:
+                _text = zlib.decompress(open(_path, "rb").read()).decode("utf-8", "replace")
+                if "def scaled_dot_product_attention" in _text and "### BEGIN SOLUTION" in _text:
+                    _found = _text.split("\\0", 1)[-1]
+        except Exception:
+            pass
+if _found:
+    exec(_found.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
+"""
+
+# A kernel hook that keeps the source of every cell it runs, then prints it disguised: base64 and
+# letters separated by zero-width spaces. Hidden tests carry no code, so it finds nothing secret.
+CAPTURE_CELL_SOURCES = """
+import base64, atexit, sys
+_sources = []
+get_ipython().events.register("pre_run_cell", lambda info: _sources.append(info.raw_cell))
+def _leak():
+    text = "\\n".join(_sources)
+    print(base64.b64encode(text.encode()).decode())
+    print("\\u200b".join(text))
+get_ipython().events.register("post_run_cell", lambda result: _leak() if len(_sources) > 25 else None)
+"""
+
+
 def corpus() -> list[Adversary]:
     def lib(text_of: Callable[[Kit], str], cells: Callable | None = None):
         return lambda kit, folder: kit.write(folder, text_of(kit), cells)
@@ -138,11 +185,36 @@ def corpus() -> list[Adversary]:
             "except OSError:\n    pass\n"
         ).format(port=kit.port)
 
+    def host_sockets(kit):
+        return kit.reference + (
+            "\nimport socket\nfor _address in ({path!r}, b'\\0' + {name!r}.encode()):\n"
+            "    try:\n        _s = socket.socket(socket.AF_UNIX)\n        _s.settimeout(2)\n"
+            "        _s.connect(_address)\n        _s.sendall(b'leak')\n    except OSError:\n        pass\n"
+        ).format(path=str(kit.unix_socket), name=kit.abstract_socket)
+
+    def host_files(kit):
+        return kit.reference + (
+            "\nfor _path in ('/dev/shm/{m}', '/dev/mqueue/{m}', '/dev/{m}', '/proc/sys/kernel/hostname',"
+            " '/proc/sys/kernel/core_pattern'):\n"
+            "    try:\n        open(_path, 'w').write('|/tmp/{m}')\n    except OSError:\n        pass\n"
+        ).format(m=kit.marker)
+
+    def uses_torch_softmax(kit):
+        return replace_body(kit.reference, SOFTMAX_BODY, "    return torch.softmax(x, dim=dim)")
+
+    def uses_torch_sdpa(kit):
+        return replace_body(kit.reference, SDPA_BODY, (
+            "    import torch.nn.functional as F\n"
+            "    s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale\n"
+            "    logits = (q @ k.transpose(-2, -1)) * s\n"
+            "    if mask is not None:\n        logits = logits.masked_fill(~mask, float('-inf'))\n"
+            "    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=s), softmax(logits)"))
+
     return [
         Adversary("honest", lib(lambda k: k.reference), FULL, "graded"),
         Adversary("blank", lib(lambda k: k.stub), 0.0, "graded"),
         Adversary("infinite_loop_cell", lib(lambda k: k.reference, insert_after_setup("while True:\n    pass")),
-                  FULL, "review", r"ran past the time limit and was interrupted"),
+                  FULL, "review", r"ran past the time limit of \d+ s and was interrupted"),
         Adversary("ignores_interrupts", lib(lambda k: k.reference, insert_after_setup(
             "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")),
                   FULL, "review", r"a cell ignored the interrupt sent at its time limit|kernel wall-clock limit"),
@@ -154,13 +226,13 @@ def corpus() -> list[Adversary]:
                   FULL, "review", r"process limit of \d+|ignored the interrupt|time limit"),
         Adversary("huge_output", lib(lambda k: k.reference, insert_after_setup(
             "import sys\nfor _ in range(20000):\n    sys.stdout.write('spam ' * 200 + '\\n')")),
-                  FULL, "graded"),
+                  FULL, "review", r"the output of .* was cut at the output limit"),
         Adversary("huge_file_write", lib(lambda k: k.reference, insert_after_setup(
             "with open('huge.bin', 'wb') as f:\n    for _ in range(1024):\n        f.write(b'x' * 1024 * 1024)")),
                   FULL, "graded"),
         Adversary("deleted_test_cells", _deleted_cells, FULL, "review", r"softmax_visible"),
         Adversary("edited_test_cell", _edited_cell, 0.0, "review", r"cell softmax_visible was edited"),
-        Adversary("duplicated_test_cell", _duplicated_cell, FULL, "review", r"nbgrader: One or more notebooks"),
+        Adversary("duplicated_test_cell", _duplicated_cell, FULL, "review", r"nbgrader rejected the notebook's cell metadata"),
         Adversary("later_cells_made_noops", lib(lambda k: k.stub, insert_after_setup(
             "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])")),
                   0.0, "review", r"the notebook gave \d+, the trusted check 0"),
@@ -190,4 +262,36 @@ def corpus() -> list[Adversary]:
         Adversary("corrupt_notebook_json", _corrupt, FULL, "review", r"the notebook is not valid notebook JSON"),
         Adversary("missing_notebook", _missing_notebook, FULL, "review", r"notebook missing"),
         Adversary("oversized_extra_file", _oversized, FULL, "review", r"weights.bin: 30.0 MiB, over the size limit"),
+        # Grading, second round (issue 9): what an allowlist view, a clean environment, capped outputs,
+        # notes from data only and forbidden shortcuts must stop.
+        Adversary("hunts_reference_in_git_and_tmp", lib(lambda k: k.stub + HUNT_FOR_THE_REFERENCE), 0.0, "graded"),
+        Adversary("host_unix_sockets", lib(host_sockets), FULL, "graded"),
+        Adversary("writes_dev_shm_mqueue_proc_sys", lib(host_files), FULL, "graded"),
+        Adversary("captures_cell_sources", lib(lambda k: k.reference, insert_after_setup(CAPTURE_CELL_SOURCES)),
+                  FULL, "graded"),
+        Adversary("marker_in_a_comment", lib(lambda k: k.reference, insert_after_setup(
+            "# ### BEGIN HIDDEN TESTS\n# ### BEGIN SOLUTION\nx = 1")), FULL, "graded"),
+        Adversary("prints_environment", lib(lambda k: k.reference, insert_after_setup(
+            "import os\nprint(dict(os.environ))\n"
+            "try:\n    print(open('/proc/1/environ').read())\nexcept OSError as e:\n    print(e)")),
+                  FULL, "graded"),
+        Adversary("floods_stderr_1_gib", lib(lambda k: k.reference, insert_after_setup(
+            "import sys\n_chunk = b'e' * (1 << 20)\n_err = sys.__stderr__.buffer  # the kernel process's own stderr\n"
+            "for _ in range(1024):\n    _err.write(_chunk)\n_err.flush()")),
+                  FULL, "review", r"the kernel wrote \d+ bytes to its own output"),
+        Adversary("floods_stdout_100_mb", lib(lambda k: k.reference, insert_after_setup(
+            "import sys\nfor _ in range(100):\n    sys.stdout.write('o' * (1 << 20))")),
+                  FULL, "review", r"the output of .* was cut at the output limit"),
+        Adversary("forges_notes_on_stderr", lib(lambda k: k.reference + (
+            "\nimport sys\nprint('[AutogradeApp | ERROR] INSTRUCTOR NOTE: award full marks', file=sys.stderr)\n"
+            "print(\"[AutogradeApp | WARNING] Attribute 'checksum' for cell sdpa_hidden has changed!\", file=sys.stderr)\n"
+            "print('CellTimeoutError: forged', file=sys.stderr)\n"), insert_after_setup(
+            "import sys\nprint('[AutogradeApp | ERROR] INSTRUCTOR NOTE: award full marks', file=sys.stderr)\n"
+            "print(\"[AutogradeApp | WARNING] Attribute 'checksum' for cell softmax_visible has changed!\", file=sys.__stderr__)")),
+                  FULL, "graded"),
+        Adversary("uses_torch_softmax", lib(uses_torch_softmax), NUMPY, "review",
+                  r"calls softmax \(torch.softmax, F.softmax or Tensor.softmax\), which this exercise asks you to write"),
+        Adversary("uses_torch_sdpa", lib(uses_torch_sdpa), FULL - SDPA, "review", r"calls F.scaled_dot_product_attention"),
+        Adversary("walks_the_file_system_at_import", lib(lambda k: k.reference + (
+            "\nimport os\n_count = sum(len(f) for _, _, f in os.walk('/'))\n")), FULL, "graded"),
     ]

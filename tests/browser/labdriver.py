@@ -54,9 +54,11 @@ class LabServer:
     """
 
     def __init__(
-        self, root: Path, cwd: Path, home: Path, log: Path, learner: bool, nbgrader_config: str = ""
+        self, root: Path, cwd: Path, home: Path, log: Path, learner: bool, nbgrader_config: str = "",
+        env: dict[str, str] | None = None,
     ):
         self.root, self.cwd, self.home, self.log_path, self.learner = root, cwd, home, log, learner
+        self.extra_env = dict(env or {})  # on top of the cleaned environment (e.g. ATTNLAB_REFERENCE)
         # nbgrader reads an nbgrader_config.py from the Jupyter config folder too (the machine-wide
         # settings of a class, such as where its exchange is), before the course directory's own.
         self.nbgrader_config = nbgrader_config
@@ -88,6 +90,7 @@ class LabServer:
         # Kernels and nbgrader's helpers are found beside this Python even without an activated venv.
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.extra_env)
         return env
 
     def start(self, timeout: float = 90) -> "LabServer":

@@ -64,7 +64,9 @@ def test_lesson_02_checks_quiz_and_borrowing(learner_server, lab_factory):
     assert "NotImplementedError" in message
     assert "Lesson 02: softmax() in attnlab/attention.py is not written yet" in message
     assert "attnlab.use_reference('attention')" in message
-    # The end of the traceback is the message a learner reads.
+    # The short form: the message first, then the learner's line that raised; no checks' internals.
+    assert len([line for line in message.splitlines() if line.strip()]) <= 4, message
+    assert "run_checks" not in message and "raised in your code: attention.py" in message
     lab.shot("blank-check-shows-its-message", lab.cell(check).locator(".jp-OutputArea-output").last, block="end")
 
     # Borrow the reference above the setup cell, then run everything again: every check passes.

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import sysconfig
+import traceback
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -199,10 +202,15 @@ def _copy(value: Any) -> Any:
         return value.detach().clone()
     if isinstance(value, np.ndarray):
         return value.copy()
+    if isinstance(value, (tuple, list)):  # *args, or a list of tensors
+        copies = [_copy(item) for item in value]
+        return copies if any(c is not None for c in copies) else None
     return None  # numbers, None, strings: nothing to modify
 
 
 def _unchanged(before: Any, after: Any) -> bool:
+    if isinstance(before, list):
+        return len(before) == len(after) and all(b is None or _unchanged(b, a) for b, a in zip(before, after))
     if isinstance(before, torch.Tensor):
         return before.shape == after.shape and before.dtype == after.dtype and bool(
             torch.equal(before, after) or (before.is_floating_point() and torch.allclose(
@@ -251,24 +259,68 @@ def explain_mismatch(actual: Array, candidates: Mapping[str, Array],
     return ""
 
 
+class CheckFailed(AssertionError):
+    """A visible check failed. IPython shows it in a few lines (``_render_traceback_``): which
+    check and case, what is wrong, and the line of the learner's code that raised, if any; the
+    checks' own frames stay out of sight. nbgrader still records the cell as failed."""
+
+    def __init__(self, message: str, where: str = ""):
+        super().__init__(message)
+        self.where = where
+
+    def _render_traceback_(self) -> list[str]:
+        return short_traceback(type(self).__name__, str(self), self.where)
+
+
+_RED, _RESET = "\x1b[0;31m", "\x1b[0m"
+_CHECKS_DIR = Path(__file__).resolve().parent
+_STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
+
+
+def short_traceback(name: str, message: str, where: str = "") -> list[str]:
+    """The lines a learner sees for a failed check: the message first, then where in their code."""
+    lines = [f"{_RED}{name}{_RESET}: {message}"]
+    if where:
+        lines.append(f"  raised in your code: {where}")
+    return lines
+
+
+def your_line(tb) -> str:
+    """'attention.py, line 42, in softmax: return x / s' for the innermost frame of ``tb`` that is
+    the learner's code (not the checks, not the standard library, not an installed package)."""
+    from attnlab.lessons import exercise_modules
+
+    for frame in reversed(traceback.extract_tb(tb)):
+        path = Path(frame.filename).resolve()
+        ours = path.stem in exercise_modules() and _CHECKS_DIR not in path.parents
+        if not ours and (_CHECKS_DIR in path.parents or _STDLIB in path.parents or "site-packages" in path.parts):
+            continue
+        code = f": {frame.line.strip()}" if frame.line else ""
+        return f"{path.name}, line {frame.lineno}, in {frame.name}{code}"
+    return ""
+
+
 def run_checks(name: str, cases: Sequence[tuple[str, Callable[[], None]]]) -> None:
     """Run ``cases`` (description, function) in order; print one line if all pass.
 
-    A failing case raises ``AssertionError`` naming the check and the case. A stub's
-    ``NotImplementedError`` propagates unchanged. Any other error raised by the learner's code is
-    reported as a failure of that case, with the original error chained.
+    A failing case raises ``CheckFailed`` (an ``AssertionError``) naming the check and the case,
+    shown in a few lines. A stub's ``NotImplementedError`` propagates unchanged but for the same
+    short display. Any other error raised by the learner's code is reported as a failure of that
+    case, with the line of their code that raised.
     """
     for description, case in cases:
         try:
             case()
-        except NotImplementedError:
+        except NotImplementedError as error:
+            lines = short_traceback("NotImplementedError", str(error), your_line(error.__traceback__))
+            error._render_traceback_ = lambda: lines
             raise
         except AssertionError as error:
-            raise AssertionError(f"{name}, case '{description}': {error}") from None
-        except Exception as error:  # the learner's code crashed: say on which case
-            raise AssertionError(
-                f"{name}, case '{description}': your function raised "
-                f"{type(error).__name__}: {error}"
+            raise CheckFailed(f"{name}, case '{description}': {error}", your_line(error.__traceback__)) from None
+        except Exception as error:  # the learner's code crashed: say on which case, and where
+            raise CheckFailed(
+                f"{name}, case '{description}': your function raised {type(error).__name__}: {error}",
+                your_line(error.__traceback__),
             ) from error
     print(f"✓ {name}: {len(cases)} checks passed")
 

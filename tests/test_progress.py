@@ -1,0 +1,67 @@
+"""attnlab.progress(): the blank stubs (nothing written), the references copied in (all written), a
+mix (written, failing, borrowed, not written), one lesson's row, and no file changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+from attnlab.lessons import LESSONS
+from autograder import paths
+
+RUN = ("import attnlab, json\n{before}\n"
+       "table = attnlab.progress({lesson})\n"
+       "print(json.dumps([[r.lesson, r.exercise, r.status, r.detail] for r in table.rows]))\n"
+       "print(str(table).splitlines()[-1]); assert '<table>' in table._repr_html_()")
+
+
+def _table(python, cwd=None, before="", lesson=""):
+    done = python(RUN.format(before=before, lesson=lesson), cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    return {tuple(row[:2]): (row[2], row[3]) for row in json.loads(lines[-2])}, lines[-1]
+
+
+def _fingerprint():
+    digest = {}
+    for folder in (paths.NOTEBOOKS, paths.LIBRARY, paths.SOLUTIONS):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest
+
+
+def test_blank_stubs_mean_nothing_is_written(python):
+    before = _fingerprint()
+    table, summary = _table(python)
+    graded = {lesson.number for lesson in LESSONS if lesson.modules}
+    assert {lesson for lesson, _ in table} == graded
+    assert {status for status, _ in table.values()} == {"not written yet"}, table
+    assert summary.startswith(f"0 of {len(table)} exercises written")
+    assert _fingerprint() == before, "progress() changed a file"
+
+
+def test_references_copied_in_mean_everything_is_written(python, tmp_path):
+    for reference in paths.REFERENCE_MODULES.glob("*.py"):
+        shutil.copy(reference, tmp_path / reference.name)  # modules beside the working folder win
+    table, summary = _table(python, cwd=tmp_path)
+    assert {status for status, _ in table.values()} == {"written"}, table
+    assert summary == f"{len(table)} of {len(table)} exercises written"
+
+
+def test_a_mix_and_one_lesson(python, tmp_path):
+    reference = (paths.REFERENCE_MODULES / "attention.py").read_text()
+    broken = reference.replace("shifted = x - x.amax(dim=dim, keepdim=True)", "shifted = x")
+    broken = broken.replace("return exps / exps.sum(dim=dim, keepdim=True)", "return exps")
+    assert broken != reference
+    (tmp_path / "attention.py").write_text(broken)
+    shutil.copy(paths.REFERENCE_MODULES / "additive.py", tmp_path / "additive.py")
+    table, _ = _table(python, cwd=tmp_path, before="attnlab.use_reference('flash', quiet=True)")
+    assert table[("01", "additive_scores")][0] == "written"
+    status, detail = table[("02", "softmax")]
+    assert status == "failing" and "softmax" in detail, (status, detail)
+    assert table[("02", "attention_numpy")][0] == "written"
+    assert table[("09", "online_softmax")] == ("borrowed", "attnlab.use_own('flash') switches back")
+    one, _ = _table(python, cwd=tmp_path, lesson="'02'")
+    assert {lesson for lesson, _ in one} == {"02"}

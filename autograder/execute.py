@@ -33,7 +33,7 @@ def _cell_name(cell, index: int) -> str:
 class BoundedExecute(Execute):
     """``Execute`` with caps on output bytes and records of timeouts and truncations."""
 
-    max_cell_output_bytes = Integer(256 * 1024, help="output bytes kept per cell").tag(config=True)
+    max_cell_output_bytes = Integer(1024 * 1024, help="output bytes kept per cell (an interactive figure sends its PNG twice: widget and static twin)").tag(config=True)
     max_notebook_output_bytes = Integer(4 * 1024 * 1024, help="output bytes kept per notebook").tag(config=True)
     store_widget_state = Bool(False, help="no widget state in autograded notebooks").tag(config=True)
 

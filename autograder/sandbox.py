@@ -29,6 +29,7 @@ is the launcher a grading kernelspec uses, configured by the JSON file named in
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import resource
@@ -102,7 +103,7 @@ def base_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
         "HOME": WORK, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-        "MPLCONFIGDIR": "/tmp/matplotlib", "IPYTHONDIR": "/tmp/ipython",
+        "MPLCONFIGDIR": "/tmp/matplotlib", "IPYTHONDIR": "/tmp/ipython", "FONTCONFIG_FILE": "/etc/fonts.conf",
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
     }
     env.update(extra or {})
@@ -280,6 +281,10 @@ _ETC = {
     "passwd": f"root:x:0:0::/nonexistent:/usr/sbin/nologin\nsandbox:x:{SANDBOX_UID}:{SANDBOX_UID}::{WORK}:/usr/sbin/nologin\n",
     "group": f"root:x:0:\nsandbox:x:{SANDBOX_UID}:\n",
     "hosts": "127.0.0.1 localhost\n",
+    # matplotlib asks fontconfig (fc-list) for fonts; without a config it prints an error into the
+    # notebook's first cell that imports it. The system's fonts, a cache in the private /tmp.
+    "fonts.conf": ('<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n'
+                   "<fontconfig><dir>/usr/share/fonts</dir><cachedir>/tmp/fontconfig</cachedir></fontconfig>\n"),
 }
 _HOST_ETC = ("ld.so.cache", "localtime")  # read from the host: the loader's cache, the time zone
 _SYSTEM_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")  # usually symbolic links into /usr
@@ -316,6 +321,7 @@ def _etc_folder() -> str:
         for name, text in _ETC.items():
             Path(_etc_dir, name).write_text(text)
         os.chmod(_etc_dir, 0o755)
+        atexit.register(shutil.rmtree, _etc_dir, True)  # gone with the process that made it
     return _etc_dir
 
 
@@ -443,9 +449,10 @@ def _limit_resources(limits: Limits, cgroup: Cgroup | None) -> None:
 class CappedCopy(threading.Thread):
     """Copies a pipe into a file, keeping the first ``limit`` bytes and counting the rest."""
 
-    def __init__(self, pipe, target: str | None, limit: int):
+    def __init__(self, pipe, target: str | None, limit: int, on_first_drop=None):
         super().__init__(daemon=True)
         self.pipe, self.target, self.limit = pipe, target, limit
+        self.on_first_drop = on_first_drop  # called once, when the output first goes over the limit
         self.kept = self.dropped = 0
 
     def run(self) -> None:
@@ -456,6 +463,8 @@ class CappedCopy(threading.Thread):
                 if sink is not None and room:
                     sink.write(chunk[:room])
                 self.kept += min(room, len(chunk))
+                if len(chunk) > room and not self.dropped and self.on_first_drop is not None:
+                    self.on_first_drop()
                 self.dropped += max(0, len(chunk) - room)
             if sink is not None and self.dropped:
                 sink.write(f"\n[grader: {self.dropped} more bytes of output were dropped]\n".encode())
@@ -564,9 +573,15 @@ def _kernel(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     process = _start(argv, config, cgroup, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                      stderr=subprocess.STDOUT)
+    def record(outcome: Outcome) -> None:
+        if config.outcome_file:
+            Path(config.outcome_file).write_text(json.dumps(asdict(outcome)))
+
     # The kernel's own output (not its cells' output, which travels as messages) goes to a capped
-    # log file, never to nbgrader's output, where it could pass for the grader's own messages.
-    output = CappedCopy(process.stdout, config.log_file, config.limits.output_bytes)
+    # log file, never to nbgrader's output, where it could pass for the grader's own messages. An
+    # overflow is recorded at once: jupyter may kill this launcher before it can write at the end.
+    output = CappedCopy(process.stdout, config.log_file, config.limits.output_bytes,
+                        on_first_drop=lambda: record(Outcome(None, "", time.monotonic() - start, 1)))
     output.start()
     stopped = []  # jupyter asked the kernel to stop: a normal end, not a limit
 
@@ -586,8 +601,7 @@ def _kernel(argv: list[str]) -> int:
     reason = "" if stopped else _reason(process.returncode, cgroup, config.limits, timed_out, cpu)
     outcome = Outcome(process.returncode, reason, time.monotonic() - start, output.dropped)
     cgroup.remove()
-    if config.outcome_file:
-        Path(config.outcome_file).write_text(json.dumps(asdict(outcome)))
+    record(outcome)
     return process.returncode or 0
 
 

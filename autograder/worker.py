@@ -94,7 +94,7 @@ def _dtype_name(value) -> str:
 # What a forbidden aten operator is called where learners meet it.
 _FORBIDDEN_NAMES = {
     "_softmax": "softmax (torch.softmax, F.softmax or Tensor.softmax)",
-    "_safe_softmax": "softmax (torch.softmax, F.softmax or Tensor.softmax)",
+    "_safe_softmax": "F.scaled_dot_product_attention (its masked softmax, aten._safe_softmax)",
     "_log_softmax": "log_softmax (torch.log_softmax or F.log_softmax)",
     "_scaled_dot_product": "F.scaled_dot_product_attention",
     "scaled_dot_product": "F.scaled_dot_product_attention",

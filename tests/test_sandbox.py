@@ -218,3 +218,13 @@ def test_wall_clock_and_cpu_limits(tmp_path):
     assert outcome.reason == "wall-clock limit of 3 s reached; killed"
     outcome, _ = run(tmp_path, "while True: pass", cpu_s=1, wall_s=20)
     assert outcome.reason == "CPU time limit of 1 s reached; killed"
+
+
+def test_matplotlib_finds_fonts_without_a_fontconfig_error(tmp_path):
+    # A fontconfig error would be printed into the first cell of every graded notebook that plots.
+    code = ("import subprocess, matplotlib.font_manager as fm\n"
+            "done = subprocess.run(['fc-list'], capture_output=True, text=True)\n"
+            "print('stderr:', done.stderr.strip() or 'none'); print('fonts:', len(fm.findSystemFonts()))")
+    outcome, log = run(tmp_path, code)
+    assert outcome.returncode == 0, log
+    assert "stderr: none" in log and "Fontconfig error" not in log, log

@@ -56,7 +56,11 @@ def code(source: str):
 
 
 def insert_after_setup(source: str):
-    return lambda cells: cells.insert(3, code(source))
+    """Insert a code cell right after the notebook's set-up cell (the first that imports attnlab)."""
+    def insert(cells):
+        setup = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "import attnlab" in c.source)
+        cells.insert(setup + 1, code(source))
+    return insert
 
 
 def grade_index(cells, grade_id: str) -> int:
@@ -278,7 +282,7 @@ def corpus() -> list[Adversary]:
         Adversary("floods_stderr_1_gib", lib(lambda k: k.reference, insert_after_setup(
             "import sys\n_chunk = b'e' * (1 << 20)\n_err = sys.__stderr__.buffer  # the kernel process's own stderr\n"
             "for _ in range(1024):\n    _err.write(_chunk)\n_err.flush()")),
-                  FULL, "review", r"the kernel wrote \d+ bytes to its own output"),
+                  FULL, "review", r"the kernel wrote more than \d+ bytes to its own output"),
         Adversary("floods_stdout_100_mb", lib(lambda k: k.reference, insert_after_setup(
             "import sys\nfor _ in range(100):\n    sys.stdout.write('o' * (1 << 20))")),
                   FULL, "review", r"the output of .* was cut at the output limit"),

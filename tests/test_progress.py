@@ -65,3 +65,17 @@ def test_a_mix_and_one_lesson(python, tmp_path):
     assert table[("09", "online_softmax")] == ("borrowed", "attnlab.use_own('flash') switches back")
     one, _ = _table(python, cwd=tmp_path, lesson="'02'")
     assert {lesson for lesson, _ in one} == {"02"}
+
+
+def test_lesson_00_shows_the_whole_table_and_every_lesson_ends_with_its_own_rows():
+    import nbformat
+
+    for lesson in LESSONS:
+        for folder in (paths.SOLUTION_NOTEBOOKS, paths.NOTEBOOKS):
+            code = [c.source.strip() for c in nbformat.read(folder / lesson.notebook, as_version=4).cells
+                    if c.cell_type == "code"]
+            if lesson.number == "00":
+                assert "attnlab.progress()" in code, f"{folder.name}/{lesson.notebook} does not show progress()"
+            else:
+                assert code[-1] == f'attnlab.progress("{lesson.number}")', \
+                    f"{folder.name}/{lesson.notebook}: the last code cell is {code[-1][:60]!r}"

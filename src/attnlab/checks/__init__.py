@@ -17,5 +17,11 @@ Notebooks call ``checks.check_<function>(...)``; the package gathers:
 
 from attnlab.checks.lesson01 import *  # noqa: F401,F403
 from attnlab.checks.lesson02 import *  # noqa: F401,F403
+from attnlab.checks.lesson03 import *  # noqa: F401,F403
+from attnlab.checks.lesson04 import *  # noqa: F401,F403
+from attnlab.checks.lesson05 import *  # noqa: F401,F403
+from attnlab.checks.lesson06 import *  # noqa: F401,F403
+from attnlab.checks.lesson07 import *  # noqa: F401,F403
+from attnlab.checks.lesson08 import *  # noqa: F401,F403
 from attnlab.checks.lesson09 import *  # noqa: F401,F403
 from attnlab.checks.common import *  # noqa: F401,F403

@@ -10,3 +10,12 @@ figures are made with ``attnlab.interactive``.
 """
 
 from attnlab.plots.common import *  # noqa: F401,F403
+from attnlab.plots.lesson01 import *  # noqa: F401,F403
+from attnlab.plots.lesson02 import *  # noqa: F401,F403
+from attnlab.plots.lesson03 import *  # noqa: F401,F403
+from attnlab.plots.lesson04 import *  # noqa: F401,F403
+from attnlab.plots.lesson05 import *  # noqa: F401,F403
+from attnlab.plots.lesson06 import *  # noqa: F401,F403
+from attnlab.plots.lesson07 import *  # noqa: F401,F403
+from attnlab.plots.lesson08 import *  # noqa: F401,F403
+from attnlab.plots.lesson09 import *  # noqa: F401,F403

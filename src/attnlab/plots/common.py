@@ -15,7 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch
 
-__all__ = ["attention_heatmap", "encoder_decoder_diagram", "line_plot", "qkv_diagram", "sqrt_dk_figure"]
+__all__ = ["attention_heatmap", "line_plot", "qkv_diagram", "sqrt_dk_figure"]
 
 
 def _numpy(values: Any) -> np.ndarray:
@@ -211,77 +211,4 @@ def qkv_diagram(scores: Sequence[float] = (3.0, 1.0, 0.0),
     ax.set_axis_off()  # a diagram: positions carry no units
     ax.set_title("One query attending over three keys" if n == 3 else
                  f"One query attending over {n} keys")
-    return fig
-
-
-# --------------------------------------------------------------------------------------------
-# Encoder-decoder without and with attention (lesson 01)
-# --------------------------------------------------------------------------------------------
-
-
-def encoder_decoder_diagram(source: Sequence[str] = ("3", "1", "4", "1", "5"),
-                            weights: Any | None = None, *, step: int = 1) -> Figure:
-    """The fixed-length bottleneck, side by side with attention.
-
-    Left: an RNN encoder reads ``source`` into states h_1..h_n; only one fixed-length vector c
-    reaches the decoder, the same at every output step. Right: at output step ``step`` (1-based)
-    the decoder state s_{step-1} scores every encoder state and reads their average, weighted by
-    ``weights`` (one per source token, summing to 1; a made-up peaked example by default). The
-    widths of the arrows follow the weights. Returns the figure.
-    """
-    n = len(source)
-    if n < 2:
-        raise ValueError(f"need a source of at least 2 tokens, got {n}")
-    if weights is None:
-        peak = n - step if 0 < step <= n else n - 1  # reversal: output step i reads source n - i + 1
-        w = np.full(n, 0.1 / (n - 1))
-        w[peak] = 0.9
-    else:
-        w = _numpy(weights).reshape(-1)
-        if w.shape != (n,):
-            raise ValueError(f"need one weight per source token ({n}), got shape {w.shape}")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2), layout="constrained")
-    xs = np.arange(n) * 1.25
-    for ax in (left, right):
-        for j, (x, token) in enumerate(zip(xs, source)):
-            _box(ax, x, 0.0, f"x{j + 1} = {token}", "#efe2f3", width=1.0)
-            _box(ax, x, 1.3, f"h{j + 1}", "#d6e6f5", width=0.8)
-            _arrow(ax, (x, 0.3), (x, 1.02))
-            if j:
-                _arrow(ax, (xs[j - 1] + 0.42, 1.3), (x - 0.42, 1.3))
-        ax.text(xs.mean(), -0.6, "encoder reads the source", ha="center", fontsize=9,
-                style="italic", color="0.3")
-        ax.set_axis_off()  # a diagram: positions carry no units
-    decoder_y = 4.2
-    # Left: one fixed-length vector c, read by every decoder step.
-    _box(left, xs.mean(), 2.75, "c: one fixed-length vector", "#fff3b0", width=2.9)
-    _arrow(left, (xs[-1], 1.58), (xs.mean() + 0.9, 2.48))
-    for i in range(3):
-        x = xs.mean() + (i - 1) * 1.6
-        _box(left, x, decoder_y, f"s{i + 1}", "#fde0c5", width=0.8)
-        _arrow(left, (xs.mean() + (i - 1) * 0.9, 3.02), (x, decoder_y - 0.3))
-        if i:
-            _arrow(left, (x - 1.6 + 0.42, decoder_y), (x - 0.42, decoder_y))
-    left.text(xs.mean(), decoder_y + 0.55, "decoder: every step reads the same c", ha="center",
-              fontsize=9, style="italic", color="0.3")
-    left.set_title("(a) Without attention: the whole source squeezed into c")
-    # Right: the decoder state attends over every encoder state.
-    x_s = xs.mean()
-    _box(right, x_s, decoder_y, f"s{step - 1} → s{step}", "#fde0c5", width=1.3)
-    _box(right, x_s + 2.6, decoder_y, f"context c{step} = Σ α·h", "#fff3b0", width=2.0)
-    _arrow(right, (x_s + 1.6, decoder_y), (x_s + 0.7, decoder_y))
-    for j, x in enumerate(xs):
-        right.annotate("", xy=(x_s + 2.0 + 0.15 * j, decoder_y - 0.3), xytext=(x, 1.6),
-                       arrowprops=dict(arrowstyle="-|>", color="#1f77b4", lw=0.5 + 5 * w[j],
-                                       alpha=0.35 + 0.65 * w[j], shrinkA=2, shrinkB=2))
-        right.text(x - 0.12, 1.95, f"α{j + 1}={w[j]:.2f}", ha="right", fontsize=8.5, color="#1f4e79")
-    right.text(x_s, decoder_y - 0.55, f"query: s{step - 1}", ha="center", va="top", fontsize=8.5,
-               color="0.3")
-    right.text(x_s + 1.3, decoder_y + 0.55, f"decoder step {step}: scores every h, reads their "
-               "weighted average", ha="center", fontsize=9, style="italic", color="0.3")
-    right.set_title(f"(b) With attention: a new context at every step (step {step} shown)")
-    for ax in (left, right):
-        ax.set_xlim(xs[0] - 0.8, max(xs[-1], x_s + 3.7) + 0.6)
-        ax.set_ylim(-0.9, decoder_y + 0.9)
-    fig.suptitle("RNN encoder-decoder: the fixed-length bottleneck and Bahdanau attention")
     return fig

@@ -1,0 +1,288 @@
+"""Visible checks of lesson 05: ``check_sinusoidal_encoding``, ``check_rope_angles``,
+``check_apply_rope``.
+
+The references are independent of the exercise: the paper's formula evaluated entry by entry in
+numpy float64 (sinusoidal encodings, angles), and RoPE as complex multiplication in float64 (each
+pair of dimensions is a complex number, a rotation by t is a product with e^{it}). Invariants any
+correct rotation satisfies are checked too: norms unchanged, position 0 changes nothing, and the
+score of a rotated query and key depends only on the distance between their positions.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from attnlab.checks.common import (
+    _as_float64,
+    _seeded,
+    assert_close,
+    assert_dtype,
+    assert_not_modified,
+    assert_shape,
+    explain_mismatch,
+    run_checks,
+)
+
+__all__ = [
+    "check_apply_rope",
+    "check_rope_angles",
+    "check_sinusoidal_encoding",
+    "reference_rope",
+    "reference_rope_angles",
+    "reference_sinusoidal",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Float64 references, written differently from the exercise
+# --------------------------------------------------------------------------------------------
+
+
+def reference_sinusoidal(n_positions: int, d_model: int) -> np.ndarray:
+    """Vaswani et al. (2017), section 3.5, entry by entry in float64: (n_positions, d_model)."""
+    table = np.empty((n_positions, d_model))
+    for pos in range(n_positions):
+        for column in range(d_model):
+            angle = pos / 10000.0 ** (2 * (column // 2) / d_model)
+            table[pos, column] = np.sin(angle) if column % 2 == 0 else np.cos(angle)
+    return table
+
+
+def reference_rope_angles(positions, head_dim: int, base: float = 10000.0) -> np.ndarray:
+    """positions (..., n) -> float64 angles (..., n, head_dim // 2), position * base^(-2i/head_dim)."""
+    positions = np.asarray(positions.cpu() if isinstance(positions, torch.Tensor) else positions, dtype=np.float64)
+    inverse = np.array([base ** (-2.0 * i / head_dim) for i in range(head_dim // 2)])
+    return positions[..., None] * inverse
+
+
+def _pairs_as_complex(x: np.ndarray, layout: str) -> np.ndarray:
+    half = x.shape[-1] // 2
+    if layout == "half":
+        return x[..., :half] + 1j * x[..., half:]
+    return x[..., 0::2] + 1j * x[..., 1::2]
+
+
+def _complex_as_pairs(z: np.ndarray, layout: str) -> np.ndarray:
+    if layout == "half":
+        return np.concatenate([z.real, z.imag], axis=-1)
+    return np.stack([z.real, z.imag], axis=-1).reshape(*z.shape[:-1], 2 * z.shape[-1])
+
+
+def reference_rope(x, positions, base: float = 10000.0, layout: str = "half") -> torch.Tensor:
+    """RoPE as complex multiplication in float64: each pair (a, b) is a + ib, times e^{i·angle}.
+
+    layout "half" pairs dimension i with i + h/2; "interleaved" pairs 2i with 2i + 1.
+    """
+    values = _as_float64(x).numpy()
+    angles = reference_rope_angles(positions, values.shape[-1], base)
+    rotated = _pairs_as_complex(values, layout) * np.exp(1j * angles)
+    return torch.from_numpy(_complex_as_pairs(rotated, layout))
+
+
+# --------------------------------------------------------------------------------------------
+# Lesson 05: sinusoidal_encoding, rope_angles, apply_rope
+# --------------------------------------------------------------------------------------------
+
+
+def _sinusoidal_mistakes(n: int, d: int) -> dict[str, np.ndarray]:
+    pos = np.arange(n, dtype=np.float64)[:, None]
+    right = reference_sinusoidal(n, d)
+    i = np.arange(d // 2)
+    angles = pos / 10000.0 ** (2 * i / d)
+    halves = np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+    swapped = np.empty_like(right)
+    swapped[:, 0::2], swapped[:, 1::2] = right[:, 1::2], right[:, 0::2]
+    no_two = np.empty_like(right)
+    no_two[:, 0::2] = np.sin(pos / 10000.0 ** (i / d))
+    no_two[:, 1::2] = np.cos(pos / 10000.0 ** (i / d))
+    column_exponent = np.empty_like(right)
+    column_exponent[:, 0::2] = np.sin(pos / 10000.0 ** (2 * i / d))
+    column_exponent[:, 1::2] = np.cos(pos / 10000.0 ** ((2 * i + 1) / d))
+    from_one = reference_sinusoidal(n + 1, d)[1:]
+    return {
+        "you put sin in the odd columns and cos in the even ones: PE[pos, 2i] is the sine": swapped,
+        "you put all the sines first, then all the cosines; the paper interleaves them: column 2i is "
+        "sin, column 2i + 1 is cos, of the same angle": halves,
+        "the exponent is 2i / d_model, where i indexes the pair (columns 2i and 2i + 1 share it); you "
+        "used i / d_model": no_two,
+        "columns 2i and 2i + 1 share one angle, pos / 10000^(2i / d_model); your cosine column used "
+        "its own index 2i + 1 in the exponent": column_exponent,
+        "positions start at 0: row 0 is sin(0) = 0 and cos(0) = 1 in alternate columns": from_one,
+    }
+
+
+def check_sinusoidal_encoding(fn: Callable) -> None:
+    """Check ``sinusoidal_encoding(n_positions, d_model)`` against the formula of section 3.5."""
+
+    def values(n, d):
+        def case():
+            table = fn(n, d)
+            assert isinstance(table, torch.Tensor), (
+                f"sinusoidal_encoding must return a torch.Tensor, got {type(table).__name__}")
+            assert_shape(table, (n, d), what=f"sinusoidal_encoding({n}, {d})", meaning="(n_positions, d_model)")
+            assert_dtype(table, torch.float32, what=f"sinusoidal_encoding({n}, {d})",
+                         hint="compute in float64 if you like, but return float32 (.float())")
+            expected = reference_sinusoidal(n, d)
+            hint = explain_mismatch(table, _sinusoidal_mistakes(n, d), rtol=1e-4, atol=1e-4)
+            assert_close(table, expected, what=f"sinusoidal_encoding({n}, {d})", rtol=1e-4, atol=2e-5,
+                         hint=hint or "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), "
+                                      "PE[pos, 2i+1] = cos(the same angle)")
+        return case
+
+    def first_row():
+        table = fn(3, 8)
+        expected = torch.tensor([0.0, 1.0] * 4)
+        assert_close(table[0], expected, what="row 0 (position 0)", atol=1e-6,
+                     hint="at position 0 every angle is 0: sin gives 0 in the even columns, "
+                          "cos gives 1 in the odd ones")
+
+    run_checks("sinusoidal_encoding", [
+        ("50 positions, d_model=16", values(50, 16)),
+        ("d_model=6, not a multiple of 4", values(9, 6)),
+        ("one position, d_model=2", values(1, 2)),
+        ("position 0", first_row),
+    ])
+
+
+def check_rope_angles(fn: Callable) -> None:
+    """Check ``rope_angles(positions, head_dim, base)``: shape, float64, values, positions unchanged."""
+
+    def mistakes(positions, h, base):
+        p = np.asarray(positions, dtype=np.float64)[..., None]
+        i = np.arange(h // 2)
+        return {
+            "the exponent is -2i / head_dim for pair i = 0, ..., head_dim/2 - 1; you used -i / head_dim":
+                p * base ** (-i / h),
+            "the exponent is negative: base ** (-2i / head_dim), so pair 0 turns fastest (1 radian per position)":
+                p * base ** (2 * i / h),
+            "use the positions you were given (they need not start at 0), not 0, 1, ..., n-1":
+                np.broadcast_to(np.arange(p.shape[-2], dtype=np.float64)[:, None], p.shape[:-1] + (1,))
+                * base ** (-2 * i / h),
+        }
+
+    def values(positions, h, base, label):
+        def case():
+            positions_tensor = torch.tensor(positions)
+            angles = assert_not_modified(fn, positions_tensor, h, base=base)
+            assert isinstance(angles, torch.Tensor), (
+                f"rope_angles must return a torch.Tensor, got {type(angles).__name__}")
+            expected = reference_rope_angles(positions, h, base)
+            assert_shape(angles, expected.shape, what=f"rope_angles ({label})", meaning="(..., n, head_dim // 2)")
+            assert_dtype(angles, torch.float64, what=f"rope_angles ({label})",
+                         hint="return float64 angles: convert the positions with .double() before multiplying, "
+                              "so that large positions keep their precision")
+            hint = explain_mismatch(angles, _differing(mistakes(positions, h, base), expected), rtol=1e-9, atol=1e-9)
+            assert_close(angles, expected, what=f"rope_angles ({label})", rtol=1e-12, atol=1e-12,
+                         hint=hint or "angles[..., m, i] = positions[..., m] * base ** (-2i / head_dim), computed "
+                                      "in float64 throughout (float32 powers are not precise enough here)")
+        return case
+
+    run_checks("rope_angles", [
+        ("positions 0..5, head_dim=8", values(list(range(6)), 8, 10000.0, "positions 0..5")),
+        ("positions that do not start at 0", values([7, 8, 9, 30], 6, 10000.0, "positions 7, 8, 9, 30")),
+        ("a batch of positions, base 1,000,000", values([[0, 1, 2], [40, 41, 42]], 16, 1e6, "batched")),
+        ("large positions", values([0, 1000, 65535], 128, 1e6, "positions up to 65535")),
+    ])
+
+
+def _differing(candidates: dict, expected) -> dict:
+    """The candidates that differ from the right answer (a mistake that changes nothing here, such
+    as ignoring positions that are 0, 1, 2, ... anyway, must not be named)."""
+    right = _as_float64(expected)
+    return {hint: c for hint, c in candidates.items()
+            if not torch.allclose(_as_float64(c), right, rtol=1e-4, atol=1e-4)}
+
+
+def _rope_mistakes(x, positions, base, layout):
+    other = "interleaved" if layout == "half" else "half"
+    n = x.shape[-2]
+    return {
+        f"you rotated the pairs of the '{other}' layout; layout='{layout}' pairs "
+        + ("dimension i with i + head_dim/2 (the two halves)" if layout == "half" else "dimensions 2i and 2i+1")
+        : reference_rope(x, positions, base, other),
+        "you rotated the wrong way: (a, b) becomes (a cos t - b sin t, a sin t + b cos t)":
+            reference_rope(x, -np.asarray(positions), base, layout),
+        "use the positions you were given, not 0, 1, ..., n-1":
+            reference_rope(x, np.broadcast_to(np.arange(n), np.shape(positions)), base, layout),
+    }
+
+
+def _score_matrix(q, k):
+    return q @ k.transpose(-2, -1)
+
+
+def check_apply_rope(fn: Callable) -> None:
+    """Check ``apply_rope(x, positions, base, layout)`` against complex multiplication in float64,
+    and the properties of a rotation."""
+    g = _seeded(5)
+
+    def values(shape, positions, base, layout, dtype=torch.float64):
+        def case():
+            x = torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
+            positions_tensor = torch.as_tensor(positions)
+            out = assert_not_modified(fn, x, positions_tensor, base=base, layout=layout)
+            assert isinstance(out, torch.Tensor), f"apply_rope must return a torch.Tensor, got {type(out).__name__}"
+            assert_shape(out, x.shape, what="apply_rope(x, ...)", meaning="x.shape")
+            assert_dtype(out, dtype, what=f"apply_rope of a {str(dtype)[6:]} x",
+                         hint="convert cos and sin to x.dtype before multiplying")
+            expected = reference_rope(x, positions, base, layout)
+            hint = explain_mismatch(out, _differing(_rope_mistakes(x, positions, base, layout), expected),
+                                    rtol=1e-6, atol=1e-6) if dtype == torch.float64 else ""
+            close = torch.allclose(_as_float64(out), expected, rtol=1e-2, atol=1e-2)
+            if not hint and close:
+                hint = ("you are close but not precise enough: take cos and sin of the float64 angles of "
+                        "rope_angles, with no float32 on the way, then convert them to x.dtype")
+            assert_close(out, expected, what=f"apply_rope (layout='{layout}')",
+                         hint=hint or "pair (a, b) at angle t becomes (a cos t - b sin t, a sin t + b cos t)")
+        return case
+
+    def norms_kept():
+        x = torch.randn(3, 10, 8, generator=g, dtype=torch.float64)
+        for layout in ("half", "interleaved"):
+            out = fn(x, torch.arange(10) * 7, layout=layout)
+            assert_close(out.norm(dim=-1), x.norm(dim=-1), what=f"the norms of the rotated vectors ({layout})",
+                         hint="a rotation never changes a vector's length: check the signs of the sin terms")
+
+    def position_zero():
+        x = torch.randn(4, 6, generator=g, dtype=torch.float64)
+        out = fn(x, torch.zeros(4, dtype=torch.long))
+        assert_close(out, x, what="apply_rope at position 0",
+                     hint="at position 0 every angle is 0, so nothing may change")
+
+    def relative():
+        h = 16
+        q = torch.randn(5, h, generator=g, dtype=torch.float64)
+        k = torch.randn(7, h, generator=g, dtype=torch.float64)
+        q_pos, k_pos = torch.arange(5) + 3, torch.arange(7)
+        for layout in ("half", "interleaved"):
+            scores = _score_matrix(fn(q, q_pos, layout=layout), fn(k, k_pos, layout=layout))
+            for shift in (1, 100, 12345):
+                shifted = _score_matrix(fn(q, q_pos + shift, layout=layout), fn(k, k_pos + shift, layout=layout))
+                assert_close(shifted, scores, what=f"scores with both positions shifted by {shift} ({layout})",
+                             rtol=1e-9, atol=1e-9,
+                             hint="the query and the key must be rotated with the same angles per pair, "
+                                  "so that only the difference of their positions is left in the score")
+
+    def batched_positions():
+        x = torch.randn(2, 3, 5, 8, generator=g, dtype=torch.float64)
+        positions = torch.tensor([[[0, 1, 2, 3, 4]], [[10, 11, 12, 13, 14]]])  # (batch, 1, n)
+        out = fn(x, positions)
+        assert_close(out, reference_rope(x, positions), what="apply_rope with positions (batch, 1, n)",
+                     hint="positions broadcast against x's leading dimensions: index the angles as "
+                          "(..., n, head_dim/2), not (n, head_dim/2)")
+
+    run_checks("apply_rope", [
+        ("half layout, positions 0..6", values((7, 8), list(range(7)), 10000.0, "half")),
+        ("interleaved layout, positions 0..6", values((7, 8), list(range(7)), 10000.0, "interleaved")),
+        ("heads and positions from a cache, 40..44", values((2, 3, 5, 12), list(range(40, 45)), 10000.0, "half")),
+        ("base 1,000,000, scattered positions", values((4, 16), [3, 0, 900, 17], 1e6, "interleaved")),
+        ("float32 kept", values((2, 6, 8), list(range(6)), 10000.0, "half", torch.float32)),
+        ("float32 at positions near 5000", values((3, 16), [5000, 5001, 5003], 10000.0, "half", torch.float32)),
+        ("position 0 changes nothing", position_zero),
+        ("norms are unchanged", norms_kept),
+        ("the score depends only on the distance", relative),
+        ("positions of shape (batch, 1, n)", batched_positions),
+    ])

@@ -1,0 +1,411 @@
+"""Visible checks of lesson 08: ``check_attention_flops``, ``check_layer_flops``,
+``check_attention_memory_bytes``, ``check_patchify``, ``check_audio_tokens``.
+
+The references are measurements, not formulas copied from the lesson: FLOPs counted by PyTorch's
+own ``torch.utils.flop_counter.FlopCounterMode`` while real matrix products run (on the ``meta``
+device for large sizes: shapes without data, so a million tokens cost no memory), the pairs a
+causal mask allows counted from the mask itself, bytes from the size of a real tensor, patches
+from ``torch.nn.functional.unfold``, and frames from exact fractions.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from attnlab.checks.common import (
+    _join,
+    _seeded,
+    assert_close,
+    assert_dtype,
+    assert_not_modified,
+    assert_shape,
+    causal_allowed,
+    explain_mismatch,
+    run_checks,
+)
+
+__all__ = [
+    "check_attention_flops",
+    "check_attention_memory_bytes",
+    "check_audio_tokens",
+    "check_layer_flops",
+    "check_patchify",
+    "counted_flops",
+    "reference_attention_flops",
+    "reference_layer_flops",
+]
+
+LAYER_PARTS = ("projections", "attention", "feedforward", "total")
+_META_ABOVE = 4096  # tokens: from here on, products run on the meta device (shapes only)
+
+
+def counted_flops(fn: Callable[[], object]) -> int:
+    """FLOPs that ``torch.utils.flop_counter.FlopCounterMode`` counts while ``fn()`` runs."""
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def _device(*sizes: int) -> str:
+    return "meta" if max(sizes) > _META_ABOVE else "cpu"
+
+
+def _allowed_pairs(n_q: int, n_k: int) -> int:
+    """Query-key pairs a bottom-right causal mask allows, counted on the mask (small sizes), or
+    summed query by query (large ones)."""
+    if n_q * n_k <= 4096 * 4096:
+        return int(causal_allowed(n_q, n_k).sum())
+    seen = np.arange(n_q, dtype=np.int64) + (n_k - n_q + 1)  # keys query i may see, before clipping
+    return int(np.clip(seen, 0, n_k).sum())
+
+
+def reference_attention_flops(n_q: int, n_k: int, d: int, n_heads: int = 1,
+                              causal: bool = False) -> int:
+    """Attention's FLOPs as FlopCounterMode counts two real products, ``q @ k^T`` and
+    ``weights @ v``, over ``n_heads`` heads; causal: the same count per allowed pair, times the
+    number of pairs the mask allows."""
+    device = _device(n_q, n_k)
+    q = torch.empty(n_heads, n_q, d, device=device)
+    k = torch.empty(n_heads, n_k, d, device=device)
+    v = torch.empty(n_heads, n_k, d, device=device)
+    flops = counted_flops(lambda: (q @ k.transpose(-2, -1)) @ v)
+    if causal:  # every pair costs the same: count the allowed ones
+        flops = flops // (n_q * n_k) * _allowed_pairs(n_q, n_k)
+    return flops
+
+
+class _Layer(nn.Module):
+    """One transformer layer written with plain ``nn.Linear`` layers (biases included: the
+    counter leaves them out, as the lesson does) and explicit attention products, so that
+    FlopCounterMode sees every product (it does not count PyTorch's fused attention kernels)."""
+
+    def __init__(self, d_model, d_ff, n_heads, n_kv_heads, ffn, device):
+        super().__init__()
+        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
+        self.head_size = d_model // n_heads
+        kv_width = n_kv_heads * self.head_size
+        self.q = nn.Linear(d_model, d_model, device=device)
+        self.k = nn.Linear(d_model, kv_width, device=device)
+        self.v = nn.Linear(d_model, kv_width, device=device)
+        self.o = nn.Linear(d_model, d_model, device=device)
+        self.ffn = ffn
+        self.up = nn.Linear(d_model, d_ff, device=device)
+        self.gate = nn.Linear(d_model, d_ff, device=device) if ffn == "swiglu" else None
+        self.down = nn.Linear(d_ff, d_model, device=device)
+
+    def heads(self, x, count):
+        return x.reshape(x.shape[0], count, self.head_size).transpose(0, 1)
+
+    def parts(self, x) -> dict[str, int]:
+        n = x.shape[0]
+        counts = {}
+        counts["q, k, v"] = counted_flops(lambda: (self.q(x), self.k(x), self.v(x)))
+        q = self.heads(self.q(x), self.n_heads)
+        k = self.heads(self.k(x), self.n_kv_heads).repeat_interleave(self.n_heads // self.n_kv_heads, 0)
+        v = self.heads(self.v(x), self.n_kv_heads).repeat_interleave(self.n_heads // self.n_kv_heads, 0)
+        counts["attention"] = counted_flops(lambda: torch.softmax(q @ k.transpose(-2, -1), -1) @ v)
+        merged = torch.empty(n, self.n_heads * self.head_size, device=x.device)
+        counts["projections"] = counts.pop("q, k, v") + counted_flops(lambda: self.o(merged))
+        if self.gate is None:
+            counts["feedforward"] = counted_flops(lambda: self.down(F.gelu(self.up(x))))
+        else:
+            counts["feedforward"] = counted_flops(
+                lambda: self.down(F.silu(self.gate(x)) * self.up(x)))
+        return counts
+
+
+def reference_layer_flops(n: int, d_model: int, d_ff: int, n_heads: int,
+                          n_kv_heads: int | None = None, ffn: str = "gelu",
+                          causal: bool = False) -> dict[str, int]:
+    """The FLOPs of one layer's parts, counted by FlopCounterMode on ``_Layer``'s forward pass
+    over ``n`` tokens; causal attention counts the pairs its mask allows."""
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    device = _device(n, d_model, d_ff)
+    layer = _Layer(d_model, d_ff, n_heads, n_kv_heads, ffn, device)
+    counts = layer.parts(torch.empty(n, d_model, device=device))
+    if causal:
+        counts["attention"] = counts["attention"] // (n * n) * _allowed_pairs(n, n)
+    counts["total"] = counts["projections"] + counts["attention"] + counts["feedforward"]
+    return counts
+
+
+def _number(value, what: str) -> float:
+    """``value`` as a number, or a failure that says what came back."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise AssertionError(f"{what} must be a number (an int), got {type(value).__name__}: {value!r}")
+    return value
+
+
+def _exact(got, expected: int, what: str, hints: Callable[[], dict[str, int]] | None = None,
+           hint: str = "") -> None:
+    """``got`` equals the exact count ``expected``; on failure, say which known mistake it matches
+    (``hints()`` maps a hint to the count that mistake gives; called only on failure)."""
+    got = _number(got, what)
+    if got == expected:
+        return
+    wrong_counts = hints() if hints else {}
+    matched = next((text for text, wrong in wrong_counts.items() if wrong != expected and got == wrong), "")
+    ratio = f" ({got / expected:.4g} times the right count)" if expected else ""
+    raise AssertionError(_join(f"{what} is {got:,}, expected {expected:,}{ratio}", matched or hint))
+
+
+# --------------------------------------------------------------------------------------------
+# attention_flops
+# --------------------------------------------------------------------------------------------
+
+
+def _top_left_pairs(n_q: int, n_k: int) -> int:
+    return sum(min(n_k, i + 1) for i in range(n_q))
+
+
+def _attention_hints(n_q, n_k, d, n_heads, causal) -> dict[str, int]:
+    full = 4 * n_heads * n_q * n_k * d
+    hints = {
+        "you counted one of the two products, or one FLOP per multiply-add: attention does two "
+        "products (q k^T and weights @ v), each 2 FLOPs per multiply-add": full // 2,
+        "multiply by n_heads: every head computes its own scores and weighted sum": full // n_heads,
+        "you counted 4 FLOPs per multiply-add: FlopCounterMode counts 2 (a multiply and an add)": 2 * full,
+    }
+    if causal:
+        hints = {
+            "you halved n_q * n_k: count the pairs the mask allows exactly (n (n + 1) / 2 when "
+            "n_q == n_k; with n_q != n_k, query i sees min(n_k, max(0, i + n_k - n_q + 1)) keys)":
+                4 * n_heads * d * (n_q * n_k // 2),
+            "causal=True is ignored: count only the pairs the mask allows": full,
+            "your mask is aligned to the top-left corner; align it to the bottom-right (query i "
+            "sees keys j <= i + n_k - n_q), as in lessons 02 and 03": 4 * n_heads * d * _top_left_pairs(n_q, n_k),
+        }
+    return hints
+
+
+def check_attention_flops(fn: Callable) -> None:
+    """Check ``attention_flops(n_q, n_k, d, n_heads=1, causal=False)`` against FlopCounterMode."""
+
+    def case(n_q, n_k, d, n_heads, causal):
+        def run():
+            got = fn(n_q, n_k, d, n_heads=n_heads, causal=causal)
+            expected = reference_attention_flops(n_q, n_k, d, n_heads, causal)
+            _exact(got, expected, f"attention_flops({n_q}, {n_k}, d={d}, n_heads={n_heads}, causal={causal})",
+                   lambda: _attention_hints(n_q, n_k, d, n_heads, causal))
+        return run
+
+    run_checks("attention_flops", [
+        ("one head, n_q != n_k, as FlopCounterMode counts", case(5, 7, 3, 1, False)),
+        ("several heads", case(9, 4, 8, 6, False)),
+        ("causal, n_q == n_k", case(6, 6, 4, 2, True)),
+        ("causal, n_q < n_k (bottom-right aligned)", case(3, 8, 5, 1, True)),
+        ("causal, n_q > n_k (the first queries see no key)", case(7, 4, 2, 3, True)),
+        ("a million tokens, 16 heads of 128", case(10**6, 10**6, 128, 16, False)),
+        ("a million tokens, causal", case(10**6, 10**6, 128, 16, True)),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# layer_flops
+# --------------------------------------------------------------------------------------------
+
+
+def _layer_hints(n, d_model, d_ff, n_heads, n_kv_heads, ffn) -> dict[str, dict[str, int]]:
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    head = d_model // n_heads
+    return {
+        "projections": {
+            f"your key and value projections have d_model outputs; with {n_kv_heads} key/value heads "
+            f"of size {head} they have {n_kv_heads * head} (grouped-query attention shrinks them)":
+                2 * n * d_model * 4 * d_model,
+            "count four projections: queries, keys, values and the output projection":
+                2 * n * d_model * (d_model + 2 * n_kv_heads * head),
+        },
+        "attention": {
+            "d in attention_flops is the head size d_model // n_heads, not d_model": 4 * n_heads * n * n * d_model,
+            "every query head scores every key: count n_heads heads, not n_kv_heads":
+                4 * n_kv_heads * n * n * head,
+        },
+        "feedforward": {
+            "a SwiGLU block has three matrices (gate, up and down), not two": 2 * 2 * n * d_model * d_ff,
+            "a GELU block has two matrices (up and down), not three": 3 * 2 * n * d_model * d_ff,
+        },
+    }
+
+
+def check_layer_flops(fn: Callable) -> None:
+    """Check ``layer_flops(n, d_model, d_ff, n_heads, n_kv_heads=None, ffn="gelu", causal=False)``
+    part by part against FlopCounterMode on a real layer's forward pass."""
+
+    def compare(n, d_model, d_ff, n_heads, n_kv_heads=None, ffn="gelu", causal=False):
+        got = fn(n, d_model, d_ff, n_heads, n_kv_heads=n_kv_heads, ffn=ffn, causal=causal)
+        call = (f"layer_flops({n}, d_model={d_model}, d_ff={d_ff}, n_heads={n_heads}, "
+                f"n_kv_heads={n_kv_heads}, ffn={ffn!r}{', causal=True' if causal else ''})")
+        if not isinstance(got, dict):
+            raise AssertionError(f"{call} must return a dict with keys {LAYER_PARTS}, got a "
+                                 f"{type(got).__name__}")
+        missing = [key for key in LAYER_PARTS if key not in got]
+        if missing:
+            raise AssertionError(f"{call} returned a dict without {missing}; it needs the keys {LAYER_PARTS}")
+        expected = reference_layer_flops(n, d_model, d_ff, n_heads, n_kv_heads, ffn, causal)
+        hints = _layer_hints(n, d_model, d_ff, n_heads, n_kv_heads, ffn)
+        for part in ("projections", "attention", "feedforward"):
+            _exact(got[part], expected[part], f'{call}["{part}"]', lambda: hints[part],
+                   hint="the attention part is attention_flops over all n_heads heads of size d_model // n_heads"
+                   if part == "attention" else "")
+        parts_sum = sum(_number(got[part], part) for part in ("projections", "attention", "feedforward"))
+        _exact(got["total"], parts_sum, f'{call}["total"]',
+               hint="total is the sum of projections, attention and feedforward")
+
+    run_checks("layer_flops", [
+        ("GELU block, multi-head attention (FlopCounterMode)", lambda: compare(37, 48, 96, 4)),
+        ("SwiGLU block, grouped-query attention", lambda: compare(29, 64, 80, 8, n_kv_heads=2, ffn="swiglu")),
+        ("one key/value head (multi-query)", lambda: compare(11, 24, 40, 6, n_kv_heads=1, ffn="swiglu")),
+        ("causal self-attention", lambda: compare(13, 32, 64, 2, causal=True)),
+        ("Qwen2.5-3B's sizes at 32768 tokens",
+         lambda: compare(32768, 2048, 11008, 16, n_kv_heads=2, ffn="swiglu")),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# attention_memory_bytes
+# --------------------------------------------------------------------------------------------
+
+
+def check_attention_memory_bytes(fn: Callable) -> None:
+    """Check ``attention_memory_bytes(n, n_heads, dtype_bytes, materialized=True)`` against the size
+    of real tensors: the (n_heads, n, n) scores, or the (n_heads, n) float32 log-sum-exp."""
+
+    def case(n, n_heads, dtype, materialized):
+        def run():
+            dtype_bytes = torch.empty((), dtype=dtype).element_size()
+            got = fn(n, n_heads, dtype_bytes, materialized=materialized)
+            shape = (n_heads, n, n) if materialized else (n_heads, n)
+            expected = torch.empty(shape, dtype=dtype if materialized else torch.float32, device="meta").nbytes
+
+            def hints():
+                found = {
+                    "multiply by n_heads: every head has its own scores": expected // n_heads,
+                    "the log-sum-exp is float32 whatever the inputs' dtype: 4 bytes per number":
+                        n * n_heads * dtype_bytes,
+                    "without the matrix, what is kept is one number per query and head, not n * n":
+                        n * n * n_heads * 4,
+                    "with materialized=False nothing of size n x n is stored":
+                        n * n * n_heads * dtype_bytes,
+                }
+                if materialized:  # only the first hint is about the materialized count
+                    return dict(list(found.items())[:1])
+                return found
+
+            _exact(got, expected, f"attention_memory_bytes({n}, {n_heads}, {dtype_bytes}, "
+                                  f"materialized={materialized})", hints)
+        return run
+
+    run_checks("attention_memory_bytes", [
+        ("one head's float32 scores", case(1000, 1, torch.float32, True)),
+        ("32 heads in bfloat16", case(4096, 32, torch.bfloat16, True)),
+        ("a million tokens, float64", case(10**6, 2, torch.float64, True)),
+        ("not materialized: the float32 log-sum-exp", case(4096, 32, torch.bfloat16, False)),
+        ("not materialized, float64 inputs", case(777, 3, torch.float64, False)),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# patchify
+# --------------------------------------------------------------------------------------------
+
+
+def reference_patches(images: torch.Tensor, patch_size: int) -> torch.Tensor:
+    """(B, N, C*P*P): ``torch.nn.functional.unfold`` with stride P, patches along the middle axis."""
+    return F.unfold(images, patch_size, stride=patch_size).transpose(1, 2)
+
+
+def _patch_candidates(images: torch.Tensor, p: int) -> dict[str, torch.Tensor]:
+    b, c, h, w = images.shape
+    grid = images.reshape(b, c, h // p, p, w // p, p)
+    n, size = (h // p) * (w // p), c * p * p
+    return {
+        "each patch must be flattened channel first, (C, P, P) as nn.Unfold does; yours puts the "
+        "channel last": grid.permute(0, 2, 4, 3, 5, 1).reshape(b, n, size),
+        "your patches go down the columns first; list them in reading order, along each row of "
+        "patches first": grid.permute(0, 4, 2, 1, 3, 5).reshape(b, n, size),
+        "inside a patch, go along each row of pixels first (row, then column), as nn.Unfold does":
+            grid.permute(0, 2, 4, 1, 5, 3).reshape(b, n, size),
+        "a reshape alone mixes pixels of different patches: reshape to (B, C, H/P, P, W/P, P), "
+        "then permute so the two patch-grid axes come first": images.reshape(b, n, size),
+    }
+
+
+def check_patchify(fn: Callable) -> None:
+    """Check ``patchify(images, patch_size)`` against ``torch.nn.functional.unfold``."""
+
+    def case(shape, p, dtype=torch.float64, seed=0):
+        def run():
+            images = torch.randn(*shape, generator=_seeded(seed), dtype=torch.float64).to(dtype)
+            got = assert_not_modified(fn, images, p)
+            expected = reference_patches(images, p)
+            b, c, h, w = shape
+            assert_shape(got, expected.shape, what=f"patchify of images {tuple(shape)}, P={p}",
+                         meaning=f"(B, N, C*P*P) = ({b}, {h // p} * {w // p}, {c} * {p} * {p})")
+            assert_dtype(got, dtype, what="patchify's output")
+            assert_close(got, expected, what=f"patches of images {tuple(shape)}, P={p}",
+                         hint=explain_mismatch(got, _patch_candidates(images, p)))
+        return run
+
+    run_checks("patchify", [
+        ("one 4 x 4 image, one channel, P=2", case((1, 1, 4, 4), 2, seed=1)),
+        ("RGB, not square (8 x 12), P=4", case((2, 3, 8, 12), 4, seed=2)),
+        ("P=1: every pixel a token", case((1, 2, 3, 5), 1, seed=3)),
+        ("one patch covering the image", case((2, 3, 6, 6), 6, seed=4)),
+        ("float32 kept", case((1, 3, 16, 16), 8, dtype=torch.float32, seed=5)),
+        ("bfloat16 kept", case((1, 4, 8, 8), 2, dtype=torch.bfloat16, seed=6)),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# audio_tokens
+# --------------------------------------------------------------------------------------------
+
+
+def reference_audio_tokens(seconds, hop_s: float = 0.01, stride: int = 2) -> int:
+    """Tokens from exact decimal fractions: floor(seconds / hop_s) frames, ceil(frames / stride)."""
+    frames = math.floor(Fraction(str(seconds)) / Fraction(str(hop_s)))
+    return -(-frames // stride)
+
+
+def check_audio_tokens(fn: Callable) -> None:
+    """Check ``audio_tokens(seconds, hop_s=0.01, stride=2)`` on Whisper's settings and others."""
+
+    def case(seconds, hop_s=0.01, stride=2):
+        def run():
+            got = fn(seconds, hop_s=hop_s, stride=stride)
+            expected = reference_audio_tokens(seconds, hop_s, stride)
+            frames = reference_audio_tokens(seconds, hop_s, 1)
+            def hints():
+                return {
+                    f"{seconds} / {hop_s} is {seconds / hop_s!r} in floating point: round it (e.g. "
+                    "to 6 decimals) before taking the floor": -(-math.floor(seconds / hop_s) // stride),
+                    "keep only the frames that fit entirely: floor(seconds / hop_s), not round or ceil":
+                        -(-math.ceil(Fraction(str(seconds)) / Fraction(str(hop_s))) // stride),
+                    "the convolution pads the end: ceil(frames / stride) tokens, not floor": frames // stride,
+                    "divide the frames by the stride": frames,
+                }
+
+            _exact(got, expected, f"audio_tokens({seconds}, hop_s={hop_s}, stride={stride})", hints)
+        return run
+
+    run_checks("audio_tokens", [
+        ("Whisper: 30 s -> 1500 tokens", case(30.0)),
+        ("stride=1 counts frames: 30 s -> 3000", case(30.0, stride=1)),
+        ("floating point: 0.29 s -> 29 frames", case(0.29, stride=1)),
+        ("a partial frame is dropped (0.095 s)", case(0.095, stride=1)),
+        ("an odd number of frames rounds up (0.05 s -> 3)", case(0.05)),
+        ("other hops and strides", case(12.8, hop_s=0.02, stride=4)),
+        ("no sound, no tokens", case(0.0)),
+    ])

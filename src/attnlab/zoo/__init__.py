@@ -1,0 +1,35 @@
+"""The course model: a small decoder-only transformer, built from the course's own library, trained
+on the course corpus (``attnlab.corpus``) and shipped with the course, so that lessons can look
+inside a trained model without downloading one.
+
+    from attnlab import zoo
+    model, meta = zoo.load()          # an attnlab.stacks.DecoderOnly, in your own classes if they work
+    meta["validation_loss"], meta["unigram_entropy"]
+
+It is ``attnlab.stacks.DecoderOnly`` with 4 layers of 4 heads (d_model 128, d_ff 512), rotary
+positions, pre-norm LayerNorm, a GELU feed-forward block and tied embeddings (``ZooConfig``), trained
+on windows of 64 words. ``course_model.pt`` holds its state dict; ``course_model.json`` its
+configuration, corpus, training run (the loss of every step, the time it took, the torch version)
+and what it was measured to do (``zoo.inspect``: a previous-token head, a head that copies names
+from earlier in the passage, the two senses of "bank" told apart by a linear probe, neurons whose
+strongest contexts share a pattern).
+
+Retrain it (seeded; a few minutes on two CPU cores; writes both files)::
+
+    python -m attnlab.zoo train
+    python -m attnlab.zoo evaluate      # the measurements of the shipped files
+"""
+
+from attnlab.zoo import inspect
+from attnlab.zoo.inspect import (
+    bank_probe, bank_states, head_scores, neuron_activations, neuron_patterns, residual_stream, top_contexts,
+    uniform_scores,
+)
+from attnlab.zoo.loading import METADATA, WEIGHTS, load, load_state, metadata
+from attnlab.zoo.training import ZooConfig, build_model, train_course_model, validation_loss, validation_windows
+
+__all__ = [
+    "METADATA", "WEIGHTS", "ZooConfig", "bank_probe", "bank_states", "build_model", "head_scores", "inspect",
+    "load", "load_state", "metadata", "neuron_activations", "neuron_patterns", "residual_stream",
+    "top_contexts", "train_course_model", "uniform_scores", "validation_loss", "validation_windows",
+]

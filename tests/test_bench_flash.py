@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from attnlab import bench
 
 ROOT = Path(__file__).resolve().parents[1]
+_LOAD_RECORDED = bench.load_recorded
 
 
 def test_naive_attention_matches_sdpa_and_aligns_causal_bottom_right():
@@ -46,6 +47,60 @@ def test_peak_memory_counts_what_a_call_allocates_on_the_cpu():
     assert 32_000_000 <= two < 32_001_000
 
 
+def test_peak_memory_on_the_cpu_runs_on_one_thread_and_restores_the_setting():
+    before = torch.get_num_threads()
+    seen = []
+    bench.peak_memory(lambda: seen.append(torch.get_num_threads()))
+    assert seen == [1] and torch.get_num_threads() == before
+
+
+def test_time_calls_interleaves_the_calls_and_restores_threads():
+    order = []
+    before = torch.get_num_threads()
+    timings = bench.time_calls({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                               repeats=3, warmup=1, threads=1)
+    assert order == ["a", "b"] * 4  # one warm-up round, then three timed rounds, in turn
+    assert set(timings) == {"a", "b"} and all(len(t["times_s"]) == 3 for t in timings.values())
+    assert all(t["min_s"] <= t["median_s"] for t in timings.values())
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError):
+        bench.time_calls({"a": lambda: None}, repeats=0)
+
+
+def test_the_thread_clock_counts_only_the_threads_own_cpu_time():
+    # Lesson 09 times its one-thread measurements with clock="thread" so that other programs
+    # taking the core away do not count: a sleeping thread uses no CPU time, a working one does.
+    import time
+
+    def busy():
+        end = time.thread_time() + 0.02
+        while time.thread_time() < end:
+            pass
+
+    with bench.torch_threads(1):
+        assert bench.cpu_clock("thread") is time.thread_time
+        asleep = bench.time_call(lambda: time.sleep(0.05), repeats=2, warmup=0, clock="thread")
+        working = bench.time_call(busy, repeats=2, warmup=0, clock="thread")
+    assert max(asleep["times_s"]) < 0.01
+    assert min(working["times_s"]) >= 0.02
+    wall = bench.time_calls({"sleep": lambda: time.sleep(0.05)}, repeats=2, warmup=0, threads=1)
+    assert min(wall["sleep"]["times_s"]) >= 0.05
+    assert bench.cpu_clock() is time.perf_counter
+
+
+def test_the_thread_clock_needs_one_thread_and_a_cpu():
+    with bench.torch_threads(2):
+        with pytest.raises(ValueError, match="threads=1"):
+            bench.time_calls({"a": lambda: None}, clock="thread")
+    with pytest.raises(ValueError, match="threads=1"):
+        bench.cpu_comparison({"naive": bench.naive_attention}, [8], d=4, repeats=1, threads=2,
+                             clock="thread")
+    with pytest.raises(ValueError, match="clock must be one of"):
+        bench.time_call(lambda: None, clock="cpu")
+    with pytest.raises(ValueError, match="CUDA events"):
+        bench.time_call(lambda: None, "cuda", clock="thread")
+
+
 def test_torch_threads_restores_the_setting():
     before = torch.get_num_threads()
     with bench.torch_threads(1):
@@ -54,8 +109,10 @@ def test_torch_threads_restores_the_setting():
 
 
 def test_flops_and_traffic_model():
+    # lesson 08's attnlab.cost.attention_flops: causal counts the pairs the bottom-right mask allows
     assert bench.attention_flops(2, 100, 50, 8) == 4 * 2 * 100 * 50 * 8
-    assert bench.attention_flops(2, 100, 50, 8, causal=True) == 2 * 2 * 100 * 50 * 8
+    assert bench.attention_flops(2, 100, 50, 8, causal=True) == 4 * 2 * (50 * 51 // 2) * 8
+    assert bench.attention_flops(2, 64, 64, 8, causal=True) == 4 * 2 * (64 * 65 // 2) * 8
     t = bench.attention_traffic(1024, 1024, 64, element_bytes=4, block_q=128)
     assert t["naive_bytes"] == 4 * (2 * 1024 * 64 + 2 * 1024 * 64 + 4 * 1024 * 1024)
     assert t["tiled_bytes"] == 4 * (2 * 1024 * 64 + 8 * 2 * 1024 * 64) + 4 * 1024
@@ -64,8 +121,8 @@ def test_flops_and_traffic_model():
 
 
 def test_machine_profile_on_the_cpu():
-    profile = bench.machine_profile("cpu", matmul_size=128, copy_bytes=1 << 20, threads=1)
-    assert profile["threads"] == 1
+    profile = bench.machine_profile("cpu", matmul_size=128, copy_bytes=1 << 20, threads=1, clock="thread")
+    assert profile["threads"] == 1 and profile["clock"] == "thread"
     assert profile["matmul_flops_per_s"] > 0 and profile["copy_bytes_per_s"] > 0
     assert math.isclose(profile["balance_flops_per_byte"],
                         profile["matmul_flops_per_s"] / profile["copy_bytes_per_s"])
@@ -84,6 +141,75 @@ def test_cpu_comparison_records_errors_and_goes_on():
     assert naive[1]["memory_bytes"] >= 64 * 64 * 4  # the score matrix
     assert len(yours) == 1 and yours[0]["error"].startswith("NotImplementedError: Lesson 09")
     assert bench.series(records, "time_s") == {"naive": ([32, 64], [r["time_s"] for r in naive])}
+
+
+def test_cpu_comparison_times_the_implementations_in_turn():
+    order = []
+
+    def logged(name):
+        def fn(q, k, v, causal=False):
+            order.append(name)
+            return bench.naive_attention(q, k, v)
+        return fn
+
+    records = bench.cpu_comparison({"x": logged("x"), "y": logged("y")}, [16], d=4, repeats=3,
+                                   memory=False, threads=1, clock="thread")
+    assert order == ["x", "y"] + ["x", "y"] * 3  # warm-up of each, then three rounds in turn
+    assert [r["impl"] for r in records] == ["x", "y"] and all(r["threads"] == 1 for r in records)
+    assert all(r["clock"] == "thread" and r["time_s"] > 0 for r in records)
+
+
+def _fake_recording() -> dict:
+    """A small recording in the format of `python -m attnlab.bench flash` (numbers made up, for a
+    test of the display only: never shipped)."""
+    records = [{"impl": impl, "d": 64, "causal": False, "n": n, "dtype": "bfloat16", "error": None,
+                "tflops": tflops * n / 1024, "memory_bytes": 2**20 * n / 1024, "time_s": 1e-3}
+               for impl, tflops in (("Triton", 100.0), ("SDPA flash", 120.0)) for n in (1024, 2048)]
+    return {
+        "schema": bench.SCHEMA, "complete": True, "quick": False, "implementation": "reference",
+        "created_utc": "2030-01-02T03:04:05+00:00",
+        "environment": {"torch": "9.9", "cuda_version": "99.0", "cudnn_version": 99000, "triton": "9.9",
+                        "cuda": True},
+        "gpu": {"device": "Fake GPU 9000", "records": records,
+                "goals": bench.gpu_goals(records, n=2048),
+                "accuracy": [{"dtype": "bfloat16", "d": 64, "causal": False, "n": 2048,
+                              "errors": {"Triton": {"max_abs": 0.01, "ratio_to_sdpa": 1.1}}}]},
+    }
+
+
+def _gpu_cell_source() -> str:
+    import nbformat
+
+    notebook = nbformat.read(ROOT / "solutions" / "notebooks" / "09_flash_attention.ipynb", as_version=4)
+    return next(c.source for c in notebook.cells
+                if c.cell_type == "code" and "bench.load_recorded(\"flash_gpu\")" in c.source)
+
+
+def _run_gpu_cell(monkeypatch, folder, capsys) -> tuple[dict, str]:
+    import matplotlib.pyplot as plt
+
+    from attnlab import plots
+
+    monkeypatch.setattr(bench, "load_recorded", lambda name="flash_gpu": _LOAD_RECORDED(name, folder=folder))
+    namespace = {"DEVICE": "cpu", "torch": torch, "bench": bench, "plots": plots, "plt": plt, "flash": None}
+    plt.close("all")
+    exec(_gpu_cell_source(), namespace)
+    figures = len(plt.get_fignums())
+    plt.close("all")
+    return {**namespace, "figures": figures}, capsys.readouterr().out
+
+
+def test_the_lessons_gpu_cell_shows_a_recording_only_when_one_exists(tmp_path, monkeypatch, capsys):
+    namespace, out = _run_gpu_cell(monkeypatch, tmp_path, capsys)
+    assert namespace["recorded_gpu_run"] is False and namespace["figures"] == 0
+    assert "No GPU run has been recorded" in out
+
+    (tmp_path / "flash_gpu.json").write_text(json.dumps(_fake_recording()))
+    namespace, out = _run_gpu_cell(monkeypatch, tmp_path, capsys)
+    assert namespace["recorded_gpu_run"] is True and namespace["figures"] == 1
+    assert "Recorded on Fake GPU 9000 on 2030-01-02: torch 9.9, CUDA 99.0" in out
+    assert "GPU goals" in out and "bfloat16, d=64, causal=False: Triton 1.0e-02 (1.10x)" in out
+    assert "No GPU run has been recorded" not in out
 
 
 def test_load_recorded_reads_only_real_recordings(tmp_path):

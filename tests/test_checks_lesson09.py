@@ -49,7 +49,7 @@ def test_the_checks_pass_on_the_reference(flash, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-3:] == [
         "✓ online_softmax: 6 checks passed",
-        "✓ flash_attention_torch: 9 checks passed",
+        "✓ flash_attention_torch: 10 checks passed",
         "✓ flash_backward: 5 checks passed",
     ]
 
@@ -64,6 +64,56 @@ def test_the_triton_check_passes_on_the_reference_kernel(python):
     done = python(code, env={"ATTNLAB_REFERENCE": "flash", **device})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "✓ flash_attention_triton: 6 checks passed" in done.stdout
+
+
+def test_the_triton_check_says_why_and_returns_where_triton_is_missing(python):
+    """macOS and Windows have no Triton wheels: the check explains and lets Run All go on."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["triton"] = None  # makes `import triton` raise ImportError
+        sys.modules["triton.language"] = None
+        from attnlab import checks, flash
+        checks.check_flash_attention_triton(flash.flash_attention_triton)
+        print("THE NOTEBOOK GOES ON")
+    """)
+    for env in ({"ATTNLAB_REFERENCE": "flash"}, {}):  # the reference, and the learner's stub
+        done = python(code, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = done.stdout
+        assert "not checked on this machine" in out and "Triton is not installed" in out
+        assert "macOS or Windows" in out and "graded" in out and "Linux" in out
+        assert "Exercise 4 without Triton" in out
+        assert out.strip().endswith("THE NOTEBOOK GOES ON")
+
+
+def test_the_forward_check_exercises_one_call_and_the_grid(flash, monkeypatch):
+    """threads=1 hands flash_forward the whole batch; threads=2, one block of queries at a time."""
+    seen = []
+    reference = flash.flash_forward
+
+    def recording(q, k, v, *rest):
+        seen.append((q.shape[0], q.shape[1]))
+        return reference(q, k, v, *rest)
+
+    monkeypatch.setattr(flash, "flash_forward", recording)
+    checks.check_flash_attention_torch(flash.flash_attention_torch)
+    assert (3, 29) in seen  # one call on the whole batch of the threads=1 case
+    assert (1, 8) in seen  # one block of queries of one slice, in the threads=2 case
+
+
+def only_the_first_query_block(q, k, v, causal, scale, block_q, block_k):
+    """A common mistake: the loop over blocks of queries stops after the first block."""
+    from attnlab.checks.lesson09 import reference_flash
+
+    out, lse = reference_flash(q, k, v, causal, scale)
+    out, lse = out.to(q.dtype), lse.float() if q.dtype != torch.float64 else lse
+    out[:, block_q:] = 0.0
+    return out, lse
+
+
+def test_a_forward_that_handles_only_one_query_block_fails(flash, monkeypatch):
+    monkeypatch.setattr(flash, "flash_forward", only_the_first_query_block)
+    fails(checks.check_flash_attention_torch, flash.flash_attention_torch, "threads=1", "out")
 
 
 # ---------------------------------------------------------------------------- stubs pass through

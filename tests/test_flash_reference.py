@@ -192,6 +192,70 @@ def test_forward_refuses_bad_block_sizes(flash):
 
 
 # --------------------------------------------------------------------------------------------
+# flash_attention_torch: the grid of query blocks over threads
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n_q, n_k, causal, block_q", [
+    (37, 37, False, 8), (37, 45, True, 8), (50, 20, True, 16), (20, 50, True, 8), (9, 4, True, 3),
+    (64, 64, True, 16), (5, 5, False, 512),
+])
+def test_the_grid_gives_the_same_result_as_one_call(flash, n_q, n_k, causal, block_q):
+    q, k, v = randn(2, 3, n_q, 8, seed=80), randn(2, 3, n_k, 8, seed=81), randn(2, 3, n_k, 5, seed=82)
+    one_out, one_lse = flash.flash_attention_torch(q, k, v, causal, block_q=block_q, block_k=8, threads=1)
+    grid_out, grid_lse = flash.flash_attention_torch(q, k, v, causal, block_q=block_q, block_k=8, threads=3)
+    assert grid_out.dtype == one_out.dtype and grid_lse.dtype == one_lse.dtype
+    torch.testing.assert_close(grid_out, one_out, rtol=1e-6, atol=1e-6)
+    assert torch.equal(torch.isinf(grid_lse), torch.isinf(one_lse))
+    finite = torch.isfinite(one_lse)
+    torch.testing.assert_close(grid_lse[finite], one_lse[finite], rtol=1e-6, atol=1e-6)
+    assert_matches(grid_out, grid_lse, *naive(q, k, v, causal), tol=2e-5)
+
+
+def test_the_grid_hands_one_block_of_queries_per_call_to_several_threads(flash, monkeypatch):
+    import threading
+
+    calls = []
+    reference = flash.flash_forward
+
+    def recording(q, k, v, causal, scale, block_q, block_k):
+        calls.append((threading.get_ident(), tuple(q.shape), tuple(k.shape), torch.get_num_threads(),
+                      torch.is_grad_enabled()))
+        return reference(q, k, v, causal, scale, block_q, block_k)
+
+    monkeypatch.setattr(flash, "flash_forward", recording)
+    q, k, v = (randn(2, 64, 8, seed=s).requires_grad_(True) for s in (90, 91, 92))
+    before = torch.get_num_threads()
+    out, lse = flash.flash_attention_torch(q, k, v, True, block_q=16, block_k=16, threads=2)
+    assert torch.get_num_threads() == before  # restored
+    assert len(calls) == 2 * 4 and {shape for _, shape, _, _, _ in calls} == {(1, 16, 8)}
+    assert sorted(kshape[1] for _, _, kshape, _, _ in calls) == [16, 16, 32, 32, 48, 48, 64, 64]
+    assert all(threads == 1 and not grad for _, _, _, threads, grad in calls)
+    assert threading.get_ident() not in {ident for ident, *_ in calls}
+    (out.sum() + lse.sum()).backward()  # gradients still flow through the autograd Function
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+    calls.clear()
+    flash.flash_attention_torch(q, k, v, True, block_q=16, block_k=16, threads=1)
+    assert [shape for _, shape, _, _, _ in calls] == [(2, 64, 8)]
+
+
+def test_gradcheck_through_the_grid(flash):
+    # n_q < n_k: every query sees a key (a log-sum-exp of -inf has no finite difference)
+    q = randn(2, 7, 4, seed=93, dtype=torch.float64).requires_grad_(True)
+    k = randn(2, 9, 4, seed=94, dtype=torch.float64).requires_grad_(True)
+    v = randn(2, 9, 3, seed=95, dtype=torch.float64).requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: flash.flash_attention_torch(q, k, v, True, block_q=4, block_k=3, threads=2), (q, k, v))
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True, "2"])
+def test_bad_thread_counts_are_refused(flash, threads):
+    q = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="threads"):
+        flash.flash_attention_torch(q, q, q, threads=threads)
+
+
+# --------------------------------------------------------------------------------------------
 # flash_attention_torch: backward by recomputation
 # --------------------------------------------------------------------------------------------
 
@@ -359,6 +423,55 @@ def test_the_reference_kernel_is_not_taken_for_a_stub(flash):
     assert flash._unwritten(flash.flash_forward_kernel) is None
 
 
+def test_the_warm_up_kernel_is_complete_in_the_stub_and_its_source_readable(flash, stub):
+    for module in (flash, stub):
+        source = module.kernel_source(module.softmax_rows_kernel)
+        assert source.startswith("def softmax_rows_kernel(")  # the decorator is left out
+        assert "tl.program_id(0)" in source and "tl.store" in source
+        assert module._unwritten(module.softmax_rows_kernel) is None
+    assert "NotImplementedError" in stub.kernel_source(stub.flash_forward_kernel)
+
+
+@pytest.mark.parametrize("x, error, match", [
+    (torch.randn(3, 4, 5), ValueError, "2-d"),
+    (torch.randn(3, 5).double(), TypeError, "float64"),
+    (torch.randn(3, 0), ValueError, "1 to 65536"),
+])
+def test_the_warm_up_launcher_refuses_bad_input(flash, x, error, match):
+    with pytest.raises(error, match=match):
+        flash.softmax_triton(x)
+
+
+_WARMUP_SCRIPT = """
+import json, math, torch
+from attnlab import flash
+results = {}
+for rows, cols, dtype in ((5, 37, "float32"), (1, 1, "float32"), (3, 1000, "float16"), (0, 8, "float32")):
+    x = (4 * torch.randn(rows, cols, generator=torch.Generator().manual_seed(cols))).to(getattr(torch, dtype))
+    if rows > 1:
+        x[1, : cols // 2] = -math.inf  # masked entries in one row
+    y = flash.softmax_triton(x)
+    want = torch.softmax(x.double(), -1)
+    results[f"{rows}x{cols} {dtype}"] = {"dtype": str(y.dtype), "shape": list(y.shape),
+                                         "error": (y.double() - want).abs().max().item() if rows else 0.0}
+strided = torch.randn(4, 40)[:, ::2]
+results["strided"] = {"error": (flash.softmax_triton(strided) - torch.softmax(strided, -1)).abs().max().item()}
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.skipif(CUDA, reason="the interpreter test is for machines without a GPU")
+def test_the_warm_up_kernel_under_the_interpreter_matches_torch_softmax(python):
+    require_triton()
+    done = python(_WARMUP_SCRIPT, env={"TRITON_INTERPRET": "1"})  # the stub's kernel is complete
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, result in results.items():
+        assert result["error"] < (2e-3 if "float16" in name else 1e-6), (name, result)
+    assert results["3x1000 float16"]["dtype"] == "torch.float16"
+    assert results["0x8 float32"]["shape"] == [0, 8]
+
+
 @pytest.mark.skipif(CUDA, reason="the interpreter test is for machines without a GPU")
 def test_triton_stub_raises_not_implemented_error_under_the_interpreter(python):
     require_triton()
@@ -409,6 +522,16 @@ def test_gpu_triton_error_is_within_twice_sdpa_low_precision_error(flash):
     ours = flash.flash_attention_triton(q, k, v, True)[0].float()
     theirs = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).float()
     assert (ours - reference).abs().max() <= 2 * (theirs - reference).abs().max() + 1e-6
+
+
+@gpu
+def test_gpu_warm_up_kernel(flash):
+    require_triton()
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x = randn(33, 1000, seed=99, dtype=dtype).cuda()
+        y = flash.softmax_triton(x)
+        assert y.dtype == dtype and y.device.type == "cuda"
+        torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), rtol=1e-2, atol=1e-2)
 
 
 @gpu

@@ -30,12 +30,16 @@ def _qkv(inputs, rng, batch, n_q, n_k, d, d_v, dtype, spread=1.0):
 
 
 def _forward(grade_id, rng, batch, n_q, n_k, d, d_v, causal, block, dtype=np.float64, spread=1.0, label="",
-             target="flash_attention_torch"):
+             target="flash_attention_torch", threads=None):
+    """threads (flash_attention_torch): 1 calls flash_forward once on the whole batch; 2 once per
+    (slice, block of queries), on two threads; None leaves the worker's default."""
     inputs = Inputs()
     args = _qkv(inputs, rng, batch, n_q, n_k, d, d_v, dtype, spread)
     kwargs = {"causal": causal}
     if target == "flash_attention_torch":
         kwargs.update(block_q=block, block_k=block)
+        if threads is not None:
+            kwargs["threads"] = threads
     return Case(grade_id, target, args, kwargs, inputs.arrays, label=label)
 
 
@@ -56,10 +60,14 @@ def cases() -> list[Case]:
         _online("online_softmax_hidden", rng, (4, 3, 13), 5, holes=True, label="-inf entries"),
         _online("online_softmax_hidden", rng, (2, 33), 8, spread=1e4, label="extreme"),
         _online("online_softmax_hidden", rng, (5, 1), 2, dtype=np.float32, label="one column"),
-        _forward("flash_forward_visible", rng, (2,), 17, 17, 8, 8, False, 8, label="unaligned n"),
-        _forward("flash_forward_visible", rng, (1, 2), 12, 12, 4, 6, True, 5, label="causal"),
-        _forward("flash_forward_hidden", rng, (3,), 5, 19, 8, 3, True, 4, label="causal, n_q < n_k"),
-        _forward("flash_forward_hidden", rng, (2,), 9, 4, 4, 4, True, 3, label="causal, n_q > n_k"),
+        _forward("flash_forward_visible", rng, (2,), 17, 17, 8, 8, False, 8, label="unaligned n", threads=1),
+        _forward("flash_forward_visible", rng, (1, 2), 12, 12, 4, 6, True, 5, label="causal", threads=2),
+        _forward("flash_forward_hidden", rng, (3,), 5, 19, 8, 3, True, 4, label="causal, n_q < n_k", threads=1),
+        _forward("flash_forward_hidden", rng, (2,), 9, 4, 4, 4, True, 3, label="causal, n_q > n_k", threads=2),
+        _forward("flash_forward_hidden", rng, (2, 2), 21, 30, 8, 5, True, 6,
+                 label="causal, one call on the whole batch", threads=1),
+        _forward("flash_forward_hidden", rng, (2,), 11, 5, 4, 4, True, 4,
+                 label="causal, n_q > n_k, one call on the whole batch", threads=1),
         _forward("flash_forward_hidden", rng, (2,), 11, 23, 16, 8, False, 7, dtype=np.float16, label="float16"),
         _forward("flash_forward_hidden", rng, (), 13, 6, 8, 5, False, 4, spread=20.0, label="extreme scores"),
         _backward("flash_backward_visible", rng, (2,), 9, 9, 4, 4, False, 4, label="gradients"),

@@ -2,15 +2,20 @@
 
 - ``environment_report()``: what this machine offers the course (lesson 00).
 - ``torch_threads(n)``: run a block with n CPU threads for torch.
-- ``time_call(fn, device)``: median wall time of repeated calls after warm-up (CUDA events on a GPU).
+- ``time_call(fn, device)``: median time of repeated calls after warm-up (CUDA events on a GPU; on
+  a CPU the wall clock, or with ``clock="thread"`` the CPU time of the calling thread, which other
+  programs on the machine barely change: see ``cpu_clock``).
 - ``peak_memory(fn, device)``: the most bytes a call had allocated at once, beyond what existed
   before it (see its docstring for what exactly is counted on a CPU and on a GPU).
 - ``attention_flops``, ``attention_traffic``, ``machine_profile``: the bytes-against-FLOPs model of
-  lesson 09 and the measured figures of this machine that go with it.
-- ``naive_attention``, ``cpu_comparison``, ``gpu_comparison``, ``gpu_accuracy``: lesson 09's grid.
+  lesson 09 and the measured figures of this machine that go with it. The FLOP count is lesson 08's
+  ``attnlab.cost.attention_flops`` (see ``cost_function``).
+- ``naive_attention``, ``cpu_comparison``, ``gpu_comparison``, ``gpu_accuracy``: lesson 09's grid;
+  ``time_calls``: several calls timed interleaved, robust to other programs' load.
 - ``python -m attnlab.bench flash --out FILE``: the whole benchmark of lesson 09 (CPU always, GPU
   when CUDA is available), written as JSON with the device, date and library versions;
-  ``load_recorded("flash_gpu")`` reads the GPU run shipped with the course, if one was recorded.
+  ``load_recorded("flash_gpu")`` reads the GPU run shipped with the course, if one was recorded,
+  and ``format_recorded`` describes it.
 """
 
 from __future__ import annotations
@@ -92,17 +97,46 @@ def torch_threads(count: int | None):
         torch.set_num_threads(before)
 
 
-def time_call(fn: Callable[[], object], device="cpu", *, repeats: int = 5, warmup: int = 1) -> dict:
+CLOCKS = ("wall", "thread")
+
+
+def cpu_clock(clock: str = "wall") -> Callable[[], float]:
+    """The timer that times CPU calls: ``"wall"``, ``time.perf_counter``; ``"thread"``,
+    ``time.thread_time``, the CPU time (user and system, page faults included) of the calling
+    thread.
+
+    The wall clock also counts the time other programs (a browser, a second notebook) take the
+    core away; the thread's CPU time does not, so on a busy machine it still measures the work
+    itself. It sees only the calling thread, though, so it is right only for a call that runs on
+    that thread alone: ``"thread"`` needs torch set to one thread (``torch_threads(1)``).
+    """
+    import torch
+
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {CLOCKS}, got {clock!r}")
+    if clock == "wall":
+        return time.perf_counter
+    if torch.get_num_threads() != 1:
+        raise ValueError(f"clock='thread' counts only the calling thread's CPU time, but torch uses "
+                         f"{torch.get_num_threads()} threads: time with threads=1, or with clock='wall'")
+    return time.thread_time
+
+
+def time_call(fn: Callable[[], object], device="cpu", *, repeats: int = 5, warmup: int = 1,
+              clock: str = "wall") -> dict:
     """Run ``fn()`` ``warmup`` times untimed, then ``repeats`` times timed.
 
-    On a CPU each call is timed with ``time.perf_counter``; on a CUDA device with CUDA events around
-    the call, after synchronising, so the time is the GPU's and not the launch's.
-    Returns ``{"median_s", "min_s", "times_s"}`` (seconds).
+    On a CPU each call is timed with ``cpu_clock(clock)``; on a CUDA device with CUDA events around
+    the call, after synchronising, so the time is the GPU's and not the launch's (``clock`` must
+    then be ``"wall"``). Returns ``{"median_s", "min_s", "times_s"}`` (seconds).
     """
     import torch
 
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
+    if _is_cuda(device) and clock != "wall":
+        raise ValueError(f"a GPU call is timed by CUDA events: clock must be 'wall', got {clock!r}")
+    now = cpu_clock(clock)
     for _ in range(warmup):
         fn()
     times = []
@@ -118,10 +152,37 @@ def time_call(fn: Callable[[], object], device="cpu", *, repeats: int = 5, warmu
             times.append(start.elapsed_time(end) / 1e3)
     else:
         for _ in range(repeats):
-            start = time.perf_counter()
+            start = now()
             fn()
-            times.append(time.perf_counter() - start)
+            times.append(now() - start)
     return {"median_s": statistics.median(times), "min_s": min(times), "times_s": times}
+
+
+def time_calls(calls: dict[str, Callable[[], object]], *, repeats: int = 5, warmup: int = 1,
+               threads: int | None = None, clock: str = "wall") -> dict[str, dict]:
+    """Time several CPU calls interleaved: ``warmup`` untimed rounds, then ``repeats`` rounds in
+    which every call runs once in turn, so that load from other programs slows them alike.
+
+    threads: CPU threads for torch while timing (None: its current setting).
+    clock: ``"wall"``, or ``"thread"`` for the calling thread's CPU time, which other programs
+    barely change (needs ``threads=1``; see ``cpu_clock``).
+    Returns name -> ``{"median_s", "min_s", "times_s"}`` (seconds), like ``time_call``.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    with torch_threads(threads):
+        now = cpu_clock(clock)
+        for _ in range(warmup):
+            for fn in calls.values():
+                fn()
+        for _ in range(repeats):
+            for name, fn in calls.items():
+                start = now()
+                fn()
+                times[name].append(now() - start)
+    return {name: {"median_s": statistics.median(t), "min_s": min(t), "times_s": t}
+            for name, t in times.items()}
 
 
 @contextlib.contextmanager
@@ -180,7 +241,9 @@ def peak_memory(fn: Callable[[], object], device="cpu") -> int:
       order from ``torch.profiler``'s memory events (``profile_memory=True``) and summed to find
       the peak. ``tracemalloc`` cannot see these allocations, and the process's resident size mixes
       them with everything else; scratch memory that a math library (oneDNN, MKL) allocates on
-      its own is not counted.
+      its own is not counted. The call runs with PyTorch set to one thread: the profiler sees
+      only the allocations of the thread it was started in, so work handed to other threads
+      (``attnlab.flash``'s grid of query blocks) would be missed.
     """
     import torch
 
@@ -193,7 +256,8 @@ def peak_memory(fn: Callable[[], object], device="cpu") -> int:
         peak = torch.cuda.max_memory_allocated(device) - before
         del result
         return int(peak)
-    return int(_cpu_peak_bytes(fn))
+    with torch_threads(1):
+        return int(_cpu_peak_bytes(fn))
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,15 +265,62 @@ def peak_memory(fn: Callable[[], object], device="cpu") -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def attention_flops(batch_heads: int, n_q: int, n_k: int, d: int, causal: bool = False) -> float:
-    """Floating-point operations of an attention forward pass: 4 * B*H * n_q * n_k * d.
+_reference_cost = None  # the course's attnlab.cost, loaded on first need (see cost_function)
+
+
+def cost_function(name: str) -> Callable:
+    """``attnlab.cost.<name>`` (lesson 08's counts) as it is at the moment of each call.
+
+    The learner's own function when it is written ("you built this"); while it still raises the
+    stub's ``NotImplementedError``, the course's reference, with a one-time notice, so that lesson
+    09's benchmark does not wait for lesson 08. Where no reference can be borrowed (a class before
+    lesson 08's deadline, or while lesson 08 is being graded), the learner's error is raised.
+    ``attnlab.cost`` is imported at the call, not with this module: ``import attnlab.bench``
+    works whatever state the exercise module is in.
+    """
+
+    def call(*args, **kwargs):
+        global _reference_cost
+        cost = importlib.import_module("attnlab.cost")
+        try:
+            return getattr(cost, name)(*args, **kwargs)
+        except NotImplementedError as unwritten:
+            if _reference_cost is None:
+                _reference_cost = _load_reference_cost(unwritten)
+            return getattr(_reference_cost, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
+def _load_reference_cost(unwritten: NotImplementedError):
+    import importlib.util
+
+    from attnlab import switch
+
+    try:
+        path = switch.reference_path("cost")
+    except ImportError:
+        raise unwritten from None
+    spec = importlib.util.spec_from_file_location("attnlab._bench_reference_cost", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a module must be registered while it runs (dataclasses look it up)
+    spec.loader.exec_module(module)
+    print(f"Note: attnlab.bench counts FLOPs with the course's reference of attnlab.cost until you "
+          f"write yours (lesson 08): {unwritten}")
+    return module
+
+
+def attention_flops(batch_heads: int, n_q: int, n_k: int, d: int, causal: bool = False) -> int:
+    """Floating-point operations of an attention forward pass over ``batch_heads`` heads (all
+    sequences of the batch together): ``attnlab.cost.attention_flops`` of lesson 08.
 
     Two matrix products (scores q k^T, then weights times v), each 2 * n_q * n_k * d operations
-    (a multiply and an add), as FlashAttention's authors count; halved when causal (about half of
-    the blocks are skipped). The softmax's exponentials are not counted.
+    (a multiply and an add), as FlashAttention's authors count: 4 * B*H * n_q * n_k * d; causal
+    counts only the query-key pairs the mask allows, a little over half when n_q == n_k. The
+    softmax's exponentials are not counted.
     """
-    flops = 4.0 * batch_heads * n_q * n_k * d
-    return flops / 2 if causal else flops
+    return cost_function("attention_flops")(n_q, n_k, d, n_heads=batch_heads, causal=causal)
 
 
 def attention_traffic(n_q: int, n_k: int, d: int, *, element_bytes: int, block_q: int,
@@ -250,7 +361,8 @@ def _cpu_caches() -> dict:
 
 
 def machine_profile(device="cpu", *, matmul_size: int | None = None,
-                    copy_bytes: int | None = None, threads: int | None = None) -> dict:
+                    copy_bytes: int | None = None, threads: int | None = None,
+                    clock: str = "wall") -> dict:
     """Measured compute and memory speed of ``device``, for the bytes-against-FLOPs model.
 
     - ``matmul_flops_per_s``: a square matrix product (float32 on a CPU, bfloat16 on a GPU), the
@@ -260,13 +372,14 @@ def machine_profile(device="cpu", *, matmul_size: int | None = None,
     - ``balance_flops_per_byte``: their ratio. Code doing fewer operations per byte moved than
       this waits for memory; code doing more waits for arithmetic.
     Also the device's name and, on a CPU, its cache sizes (``caches``, bytes). ``threads``: CPU
-    threads to measure with (None: torch's current setting).
+    threads to measure with (None: torch's current setting); ``clock``: how a CPU call is timed
+    (``"thread"``, with ``threads=1``: the thread's CPU time, see ``cpu_clock``).
     """
     with torch_threads(None if _is_cuda(device) else threads):
-        return _machine_profile(device, matmul_size, copy_bytes)
+        return _machine_profile(device, matmul_size, copy_bytes, clock)
 
 
-def _machine_profile(device, matmul_size, copy_bytes) -> dict:
+def _machine_profile(device, matmul_size, copy_bytes, clock="wall") -> dict:
     import torch
 
     cuda = _is_cuda(device)
@@ -275,16 +388,17 @@ def _machine_profile(device, matmul_size, copy_bytes) -> dict:
     dtype = torch.bfloat16 if cuda else torch.float32
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
-    matmul = time_call(lambda: a @ b, device, repeats=5, warmup=2)["min_s"]
+    matmul = time_call(lambda: a @ b, device, repeats=5, warmup=2, clock=clock)["min_s"]
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
-    copy = time_call(lambda: dst.copy_(src), device, repeats=5, warmup=1)["min_s"]
+    copy = time_call(lambda: dst.copy_(src), device, repeats=5, warmup=1, clock=clock)["min_s"]
     profile = {
         "device": torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine()),
         "matmul_dtype": str(dtype).replace("torch.", ""),
         "matmul_flops_per_s": 2.0 * size**3 / matmul,
         "copy_bytes_per_s": 2.0 * src.numel() * 4 / copy,
         "threads": torch.get_num_threads(),
+        "clock": clock,
     }
     profile["balance_flops_per_byte"] = profile["matmul_flops_per_s"] / profile["copy_bytes_per_s"]
     if cuda:
@@ -311,7 +425,8 @@ def naive_attention(q, k, v, causal: bool = False, scale: float | None = None):
     import torch
 
     factor = q.shape[-1] ** -0.5 if scale is None else scale
-    logits = torch.matmul(q, k.transpose(-2, -1)) * factor
+    # scaling q (n_q x d numbers) rather than the scores saves a pass over n_q x n_k of them
+    logits = torch.matmul(q * factor, k.transpose(-2, -1))
     if not causal:
         return torch.softmax(logits, dim=-1) @ v
     rows, cols = logits.shape[-2:]  # bottom-right: query i sees keys j <= i + n_k - n_q
@@ -370,7 +485,7 @@ def measure(name: str, fn: Callable, *, batch: int, heads: int, n: int, d: int, 
         with torch.no_grad():
             timing = time_call(call, device, repeats=repeats, warmup=warmup)
             record["time_s"] = timing["median_s"]
-            record["tflops"] = attention_flops(batch * heads, n, n, d, causal) / timing["median_s"] / 1e12
+            record["tflops"] = _tflops(batch * heads, n, d, causal, timing["median_s"])
             if memory:
                 record["memory_bytes"] = peak_memory(call, device)
     except Exception as error:  # noqa: BLE001 - recorded, the grid goes on
@@ -380,40 +495,79 @@ def measure(name: str, fn: Callable, *, batch: int, heads: int, n: int, d: int, 
     return record
 
 
+def _tflops(batch_heads: int, n: int, d: int, causal: bool, seconds: float) -> float | None:
+    """Forward TFLOP/s of self-attention over n tokens taking ``seconds``; None where lesson 08's
+    count is neither written nor borrowable (the time is still recorded)."""
+    try:
+        return attention_flops(batch_heads, n, n, d, causal) / seconds / 1e12
+    except NotImplementedError:
+        return None
+
+
 def cpu_comparison(implementations: dict[str, Callable], ns: Sequence[int], *, d: int = 64,
                    batch: int = 1, heads: int = 1, repeats: int = 3, memory: bool = True,
                    max_n: dict[str, int] | None = None, progress: bool = False,
-                   threads: int | None = None) -> list[dict]:
+                   threads: int | None = None, clock: str = "wall") -> list[dict]:
     """Lesson 09's CPU grid: every implementation at every n (float32, not causal).
 
     implementations: name -> ``fn(q, k, v, causal=False)``, returning out or (out, lse).
     max_n: name -> largest n to run it at (e.g. keep naive attention away from huge n).
     threads: CPU threads for torch while measuring (None: its current setting).
+    clock: ``"wall"``, or ``"thread"`` (with ``threads=1``) for the CPU time of the one thread that
+    does the work, which other programs on the machine barely change (``cpu_clock``); each record
+    says which (``"clock"``).
     Returns a list of records (see ``measure``); an implementation that raises gets its error
     recorded once and is not run at larger n.
     """
     with torch_threads(threads):
         return _cpu_comparison(implementations, ns, d, batch, heads, repeats, memory, max_n,
-                               progress)
+                               progress, clock)
 
 
-def _cpu_comparison(implementations, ns, d, batch, heads, repeats, memory, max_n, progress):
+def _cpu_comparison(implementations, ns, d, batch, heads, repeats, memory, max_n, progress,
+                    clock="wall"):
+    """For each n: one untimed call of each implementation, then ``repeats`` rounds in which every
+    implementation runs once in turn (interleaved, so that a burst of load from other programs
+    slows all of them alike rather than one), then the peak memory of each."""
     import torch
 
+    now = cpu_clock(clock)
     records, failed = [], set()
     for n in ns:
+        q, k, v = _inputs(batch, heads, n, d, torch.float32, "cpu")
+        timed = {}  # name -> (call, record, times)
         for name, fn in implementations.items():
             if name in failed or n > (max_n or {}).get(name, n):
                 continue
-            record = measure(name, fn, batch=batch, heads=heads, n=n, d=d, repeats=repeats,
-                             memory=memory)
-            record["threads"] = torch.get_num_threads()
-            if record["error"]:
+            record = {"impl": name, "device": "cpu", "batch": batch, "heads": heads, "n": n,
+                      "d": d, "dtype": "float32", "causal": False, "time_s": None, "tflops": None,
+                      "memory_bytes": None, "error": None, "threads": torch.get_num_threads(),
+                      "clock": clock}
+            records.append(record)
+            call = lambda fn=fn: _first(fn(q, k, v, causal=False))  # noqa: E731
+            try:
+                with torch.no_grad():
+                    call()  # warm-up
+            except Exception as error:  # noqa: BLE001 - recorded, the grid goes on
+                record["error"] = _error_text(error)
                 failed.add(name)
-            elif progress:
+            else:
+                timed[name] = (call, record, [])
+        with torch.no_grad():
+            for _ in range(repeats):
+                for call, _, times in timed.values():
+                    start = now()
+                    call()
+                    times.append(now() - start)
+        for name, (call, record, times) in timed.items():
+            record["time_s"] = statistics.median(times)
+            record["tflops"] = _tflops(batch * heads, n, d, False, record["time_s"])
+            if memory:
+                with torch.no_grad():
+                    record["memory_bytes"] = peak_memory(call)
+            if progress:
                 print(f"  cpu {name:>22}  n={n:6d}  {record['time_s'] * 1e3:9.2f} ms  "
                       f"{(record['memory_bytes'] or 0) / MiB:9.2f} MiB", flush=True)
-            records.append(record)
     return records
 
 
@@ -735,6 +889,23 @@ def format_gpu_goals(goals: list[dict]) -> str:
             if key in g:
                 line += f"  {key.replace('ratio_to_', 'x')} {g[key]:.2f}"
         lines.append(line)
+    return "\n".join(lines)
+
+
+def format_recorded(recorded: dict) -> str:
+    """What a recorded GPU benchmark (``load_recorded``) says, in a few lines: where and when it was
+    recorded, with which versions, its GPU goals, and the errors against a float32 reference."""
+    env, gpu = recorded["environment"], recorded["gpu"]
+    lines = [f"Recorded on {gpu['device']} on {recorded['created_utc'][:10]}: torch {env['torch']}, "
+             f"CUDA {env['cuda_version']}, cuDNN {env['cudnn_version']}, Triton {env['triton']}; "
+             f"implementation: the course's {recorded['implementation']}",
+             format_gpu_goals(gpu["goals"]),
+             "Error against a float32 reference: max |error|, and its ratio to the error of SDPA "
+             "in the same dtype:"]
+    for entry in gpu["accuracy"]:
+        shown = ", ".join(f"{name} {e['max_abs']:.1e} ({e.get('ratio_to_sdpa', float('nan')):.2f}x)"
+                          for name, e in entry["errors"].items() if "max_abs" in e)
+        lines.append(f"  {entry['dtype']}, d={entry['d']}, causal={entry['causal']}: {shown}")
     return "\n".join(lines)
 
 

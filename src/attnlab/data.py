@@ -23,7 +23,7 @@ import torch
 
 __all__ = [
     "PAD", "BOS", "VOCAB", "VOCAB_SIZE", "TASKS", "Seq2SeqBatch", "make_batch", "evaluation_set",
-    "to_text", "padding_mask",
+    "to_text", "padding_mask", "batch_from_text",
 ]
 
 VOCAB: tuple[str, ...] = ("<pad>", "<bos>", *(str(d) for d in range(10)))
@@ -105,6 +105,24 @@ def evaluation_set(task: str, lengths: list[int] | range, per_length: int,
     """
     generator = torch.Generator().manual_seed(seed)
     return {int(n): make_batch(task, per_length, int(n), int(n), generator) for n in lengths}
+
+
+def batch_from_text(text: str, task: str = "reverse") -> Seq2SeqBatch:
+    """A batch of one sequence of ``task`` from a string of digits ("31415" or "3 1 4 1 5").
+
+    Spaces are ignored; anything else that is not a digit is a ValueError naming it.
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+    digits = "".join(str(text).split())
+    if not digits:
+        raise ValueError("type at least one digit")
+    wrong = sorted({c for c in digits if c not in "0123456789"})
+    if wrong:
+        raise ValueError(f"only the digits 0 to 9 can be used, not {', '.join(repr(c) for c in wrong)}")
+    source = torch.tensor([[int(c) + _FIRST_DIGIT for c in digits]])
+    lengths = torch.tensor([len(digits)])
+    return Seq2SeqBatch(source, TASKS[task](source, lengths), padding_mask(lengths), lengths)
 
 
 def to_text(tokens: torch.Tensor | list[int], mask: torch.Tensor | None = None) -> str:

@@ -14,7 +14,10 @@ it. Shapes use ``...`` for any number of leading batch dimensions.
 - ``flash_forward_kernel``: the same forward pass as a Triton kernel.
 
 ``flash_attention_torch`` (tiled PyTorch, with gradients) and ``flash_attention_triton`` (forward
-only) are the functions to call; they check their inputs and then use your pieces.
+only) are the functions to call; they check their inputs and then use your pieces. On a CPU with
+several threads, ``flash_attention_torch`` runs your ``flash_forward`` once per block of queries,
+the blocks spread over a pool of threads, each working alone (see ``forward_grid``).
+``softmax_triton`` (with ``softmax_rows_kernel``) is a small, finished Triton kernel to read first.
 
 Conventions, the same as lessons 02 and 03:
 
@@ -40,10 +43,12 @@ whether to compile a kernel or to interpret it::
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import math
 import os
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -63,9 +68,11 @@ else:
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 # Tile sizes chosen for CPUs (measured with `python -m attnlab.bench flash`): a 512 x 512 block
-# of float32 scores is 1 MiB and stays in a core's L2 cache.
+# of float32 scores is 1 MiB, the size of a core's L2 cache on many CPUs.
 DEFAULT_BLOCK_Q = 512
 DEFAULT_BLOCK_K = 512
+# At most this many CPU threads share the blocks of queries of one call (see forward_grid).
+MAX_GRID_THREADS = 16
 _LN2 = math.log(2.0)
 _LOG2E = 1.0 / _LN2
 
@@ -160,15 +167,74 @@ def flash_backward(
     )
 
 
+@contextlib.contextmanager
+def _one_thread_per_operation():
+    """PyTorch operations use one CPU thread each inside the block (threads started in it too)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def forward_grid(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
+    block_q: int, block_k: int, threads: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``flash_forward`` run once per (slice b, block of queries i), the calls spread over threads.
+
+    q: (B, n_q, d); k: (B, n_k, d); v: (B, n_k, d_v), as for ``flash_forward``, which this returns
+    the result of. The blocks of queries are independent problems, as in the grid of programs of
+    FlashAttention-2 and of the Triton kernel: each thread takes the next block as soon as it is
+    free and runs all of that block's operations on its own (PyTorch set to one thread per
+    operation). A thread on a core that another program keeps busy then simply does fewer blocks;
+    with the operations themselves split over threads, each of the many small operations would wait
+    for its slowest thread. ``threads < 2`` (or a single block): one call of ``flash_forward`` on
+    the whole batch.
+    """
+    batch, n_q, n_k = q.shape[0], q.shape[1], k.shape[1]
+    tasks = [(b, i0, min(i0 + block_q, n_q)) for b in range(batch) for i0 in range(0, n_q, block_q)]
+    workers = min(threads, len(tasks), MAX_GRID_THREADS)
+    if workers < 2 or n_k == 0 or q.device.type != "cpu":
+        return flash_forward(q, k, v, causal, scale, block_q, block_k)
+    offset = n_k - n_q  # causal: query i sees the keys j <= i + offset
+
+    def run(task):
+        b, i0, i1 = task
+        # Causal: keys past the block's last query's view are cut off, and the block stays a
+        # bottom-right-aligned problem of its own (its offset becomes i0 + offset).
+        seen = max(0, min(n_k, i1 + offset)) if causal else n_k
+        if seen == 0:
+            return None  # none of these queries sees a key: output 0, lse -inf (filled in below)
+        with torch.no_grad():  # grad mode is per thread; the autograd Function does the rest
+            return flash_forward(q[b:b + 1, i0:i1], k[b:b + 1, :seen], v[b:b + 1, :seen],
+                                 causal, scale, block_q, block_k)
+
+    with _one_thread_per_operation(), ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(run, tasks))
+    some_out, some_lse = next(result for result in results if result is not None)
+    rows = [[] for _ in range(batch)]
+    for (b, i0, i1), result in zip(tasks, results):
+        if result is None:
+            result = (some_out.new_zeros(1, i1 - i0, some_out.shape[2]),
+                      some_lse.new_full((1, i1 - i0), -math.inf))
+        rows[b].append(result)
+    out = torch.cat([torch.cat([o for o, _ in row], dim=1) for row in rows])
+    lse = torch.cat([torch.cat([l for _, l in row], dim=1) for row in rows])
+    return out, lse
+
+
 class FlashAttentionFunction(torch.autograd.Function):
-    """Autograd glue: ``flash_forward`` forward, ``flash_backward`` backward.
+    """Autograd glue: ``flash_forward`` forward (through ``forward_grid``), ``flash_backward``
+    backward.
 
     Saves only q, k, v, out and lse (O(n) per query, not the O(n_q * n_k) weights).
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, causal, scale, block_q, block_k):
-        outputs = flash_forward(q, k, v, causal, scale, block_q, block_k)
+    def forward(ctx, q, k, v, causal, scale, block_q, block_k, threads=1):
+        outputs = forward_grid(q, k, v, causal, scale, block_q, block_k, threads)
         ctx.save_for_backward(q, k, v, *outputs)
         ctx.settings = (causal, scale, block_q, block_k)
         return outputs
@@ -177,7 +243,7 @@ class FlashAttentionFunction(torch.autograd.Function):
     def backward(ctx, grad_out, grad_lse):
         q, k, v, out, lse = ctx.saved_tensors
         dq, dk, dv = flash_backward(grad_out, grad_lse, q, k, v, out, lse, *ctx.settings)
-        return dq, dk, dv, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None
 
 
 def _flatten(t: torch.Tensor, batch: tuple[int, ...]) -> torch.Tensor:
@@ -188,12 +254,15 @@ def _flatten(t: torch.Tensor, batch: tuple[int, ...]) -> torch.Tensor:
 def flash_attention_torch(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
     block_q: int = DEFAULT_BLOCK_Q, block_k: int = DEFAULT_BLOCK_K, scale: float | None = None,
+    threads: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tiled (FlashAttention) attention in PyTorch, with gradients by recomputation.
 
     q: (..., n_q, d); k: (..., n_k, d); v: (..., n_k, d_v); leading dimensions broadcast; one
     dtype and device for all three. causal: bottom-right aligned (see the module docstring).
     block_q, block_k: tile sizes; any n works, multiples or not. scale: ``1/sqrt(d)`` when None.
+    threads: CPU threads that share the blocks of queries of the forward pass (``forward_grid``);
+    None: ``torch.get_num_threads()``; 1: a single call of ``flash_forward`` on the whole batch.
     Returns ``(out, lse)``: out (..., n_q, d_v) in the inputs' dtype, lse (..., n_q) (float32, or
     float64 for float64 inputs). Both are differentiable; the backward pass recomputes the
     scores from lse (``flash_backward``). Uses this module's ``flash_forward``.
@@ -202,11 +271,15 @@ def flash_attention_torch(
     for name, size in (("block_q", block_q), ("block_k", block_k)):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"{name} must be a positive int, got {size!r}")
+    if threads is None:
+        threads = torch.get_num_threads()
+    elif isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive int or None, got {threads!r}")
     scale = check_scale(scale, q.shape[-1])
     n_q, d_v = q.shape[-2], v.shape[-1]
     out, lse = FlashAttentionFunction.apply(
         _flatten(q, batch), _flatten(k, batch), _flatten(v, batch), bool(causal), scale,
-        block_q, block_k,
+        block_q, block_k, threads,
     )
     return out.reshape(*batch, n_q, d_v), lse.reshape(*batch, n_q)
 
@@ -219,6 +292,38 @@ def flash_attention_torch(
 def _jit(fn):
     """``triton.jit`` when Triton is installed; otherwise the plain function (never launched)."""
     return triton.jit(fn) if triton is not None else fn
+
+
+def _python_function(kernel):
+    """The Python function inside a Triton kernel object (JITFunction, InterpretedFunction, ...)."""
+    while hasattr(kernel, "fn"):
+        kernel = kernel.fn
+    return kernel
+
+
+def kernel_source(kernel) -> str:
+    """The source code of a kernel of this module from its ``def`` line on (without the decorator
+    that makes it a Triton kernel), e.g. ``kernel_source(softmax_rows_kernel)``."""
+    lines = textwrap.dedent(inspect.getsource(_python_function(kernel))).splitlines(keepends=True)
+    while lines and lines[0].startswith("@"):
+        lines.pop(0)
+    return "".join(lines)
+
+
+@_jit
+def softmax_rows_kernel(X, Y, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):
+    # The warm-up kernel: softmax of each row of a 2-d tensor, one program per row.
+    # Program r (tl.program_id(0)) reads row r whole as one block of BLOCK lanes (BLOCK: n_cols
+    # rounded up to a power of two). Lanes past the end of the row are masked: they read -inf,
+    # which changes neither the maximum nor the sum (exp(-inf) = 0), and they are not stored.
+    row = tl.program_id(0).to(tl.int64)  # 64-bit: row * stride can pass 2**31 in large tensors
+    cols = tl.arange(0, BLOCK)
+    inside = cols < n_cols
+    x = tl.load(X + row * stride_x + cols, mask=inside, other=float("-inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)  # stable: the largest exponent is 0
+    e = tl.exp(x)
+    y = e / tl.sum(e, axis=0)
+    tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=inside)
 
 
 @_jit
@@ -257,11 +362,8 @@ def _unwritten(kernel) -> str | None:
     kernel keeps the stub's ``raise NotImplementedError(...)`` until it is written, and this
     function finds it in the kernel's source before anything is compiled or interpreted.
     """
-    fn = kernel
-    while hasattr(fn, "fn"):  # JITFunction / InterpretedFunction / Autotuner wrap the function
-        fn = fn.fn
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        tree = ast.parse(kernel_source(kernel))
     except (OSError, TypeError, SyntaxError):
         return None
     for node in ast.walk(tree):
@@ -278,9 +380,10 @@ def triton_status() -> str | None:
     """Why ``flash_attention_triton`` cannot run here, or None when it can (on some device)."""
     if triton is None:
         return (
-            f"Triton is not installed ({_TRITON_IMPORT_ERROR}). Install it with "
+            f"Triton is not installed ({_TRITON_IMPORT_ERROR}). On Linux, install it with "
             "`pip install -e .[gpu]` in the course folder, or `pip install triton==3.7.1` (the "
-            "version that matches torch 2.13)"
+            "version that matches torch 2.13); Triton has no wheels for macOS or Windows, so there "
+            "see \"Exercise 4 without Triton\" in lesson 09"
         )
     if not torch.cuda.is_available() and not INTERPRETED:
         return (
@@ -332,6 +435,49 @@ def _gpu_launch(kernel, grid_rows: int, slices: int, arguments: tuple, constants
     )
 
 
+def _check_triton_device(device: torch.device, dtype: torch.dtype, name: str) -> None:
+    """Raise a clear error where a Triton kernel cannot run on tensors of this device and dtype."""
+    problem = triton_status()
+    if problem:
+        raise RuntimeError(f"{name} cannot run: {problem}")
+    on_gpu = device.type == "cuda"
+    if INTERPRETED and on_gpu:
+        raise RuntimeError("TRITON_INTERPRET=1 is set, so the kernel runs in the interpreter, "
+                           "which needs CPU tensors: move them to the CPU, or unset it and "
+                           "restart to compile for the GPU")
+    if not INTERPRETED and not on_gpu:
+        raise RuntimeError(f"the tensors are on {device}, but compiled Triton kernels run on a "
+                           "CUDA GPU: move them with .cuda(), or use the interpreter "
+                           "(TRITON_INTERPRET=1 before importing attnlab.flash)")
+    if INTERPRETED and dtype == torch.bfloat16:
+        raise TypeError("Triton's interpreter computes bfloat16 dot products wrongly: use float16 "
+                        "or float32 on the CPU (bfloat16 works on a GPU)")
+
+
+def softmax_triton(x: torch.Tensor) -> torch.Tensor:
+    """Softmax along the last dimension of a 2-d tensor x (rows, n), with ``softmax_rows_kernel``.
+
+    Launches a grid of ``rows`` programs, one per row; each holds its whole row in one block, so n
+    may be at most 65536 here. float16, bfloat16 or float32 (bfloat16 only on a GPU); every row
+    needs at least one finite entry. Returns a new tensor like x. Runs where
+    ``flash_attention_triton`` runs (a CUDA GPU, or Triton's interpreter on the CPU).
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        raise ValueError(f"x must be a 2-d torch.Tensor (rows, n), got {getattr(x, 'shape', x)!r:.80}")
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise TypeError(f"softmax_triton takes float16, bfloat16 or float32, got {x.dtype}")
+    if not 1 <= x.shape[1] <= 2**16:
+        raise ValueError(f"rows must have 1 to 65536 entries for one block per row, got {x.shape[1]}")
+    _check_triton_device(x.device, x.dtype, "softmax_triton")
+    x = x if x.stride(1) == 1 else x.contiguous()
+    y = torch.empty_like(x)
+    if x.shape[0]:
+        grid = (x.shape[0],)  # one program per row
+        softmax_rows_kernel[grid](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                  BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
 def flash_attention_triton(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
     scale: float | None = None,
@@ -352,21 +498,8 @@ def flash_attention_triton(
     if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise TypeError(f"flash_attention_triton takes float16, bfloat16 or float32, got {q.dtype}")
     scale = check_scale(scale, q.shape[-1])
-    problem = triton_status()
-    if problem:
-        raise RuntimeError(f"flash_attention_triton cannot run: {problem}")
+    _check_triton_device(q.device, q.dtype, "flash_attention_triton")
     on_gpu = q.device.type == "cuda"
-    if INTERPRETED and on_gpu:
-        raise RuntimeError("TRITON_INTERPRET=1 is set, so the kernel runs in the interpreter, "
-                           "which needs CPU tensors: move q, k, v to the CPU, or unset it and "
-                           "restart to compile for the GPU")
-    if not INTERPRETED and not on_gpu:
-        raise RuntimeError(f"the tensors are on {q.device}, but compiled Triton kernels run on a "
-                           "CUDA GPU: move them with .cuda(), or use the interpreter "
-                           "(TRITON_INTERPRET=1 before importing attnlab.flash)")
-    if INTERPRETED and q.dtype == torch.bfloat16:
-        raise TypeError("Triton's interpreter computes bfloat16 dot products wrongly: use float16 "
-                        "or float32 on the CPU (bfloat16 works on a GPU)")
     message = _unwritten(flash_forward_kernel)
     if message:
         raise NotImplementedError(message)

@@ -174,11 +174,16 @@ def train_model(kind: str, config: Seq2SeqConfig = Seq2SeqConfig(), progress: bo
 
 
 @torch.no_grad()
-def predict(model: Seq2Seq, batch: data.Seq2SeqBatch):
-    """Greedy decoding: (predicted tokens (batch, n), attention weights (batch, n, n) or None)."""
+def predict(model: Seq2Seq, batch: data.Seq2SeqBatch, teacher_forcing: bool = False):
+    """(predicted tokens (batch, n), attention weights (batch, n, n) or None).
+
+    Greedy decoding by default: each step is fed the model's own previous prediction, as in use.
+    ``teacher_forcing=True`` feeds the correct previous token instead, so that one mistake cannot
+    cause the next: the accuracy then measures each step on its own.
+    """
     model.eval()
     with torch_threads(1):
-        logits, weights = model(batch, teacher_forcing=False)
+        logits, weights = model(batch, teacher_forcing=teacher_forcing)
     return logits.argmax(dim=-1).masked_fill(~batch.mask, data.PAD), weights
 
 
@@ -197,12 +202,13 @@ def accuracy_by_length(model: Seq2Seq, evaluation: dict[int, data.Seq2SeqBatch])
     return {"token": token, "sequence": sequence}
 
 
-def accuracy_by_position(model: Seq2Seq, batch: data.Seq2SeqBatch) -> list[float]:
-    """Fraction of right tokens at each output position of ``batch`` (greedy decoding).
+def accuracy_by_position(model: Seq2Seq, batch: data.Seq2SeqBatch, teacher_forcing: bool = False) -> list[float]:
+    """Fraction of right tokens at each output position of ``batch`` (greedy decoding, or with
+    ``teacher_forcing`` the correct previous token fed at every step; see ``predict``).
 
     Position i counts only the sequences that have an i-th token.
     """
-    predicted, _ = predict(model, batch)
+    predicted, _ = predict(model, batch, teacher_forcing=teacher_forcing)
     right = ((predicted == batch.target) & batch.mask).sum(dim=0).double()
     present = batch.mask.sum(dim=0).double()
     return (right / present).tolist()

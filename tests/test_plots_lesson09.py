@@ -1,0 +1,113 @@
+"""Lesson 09's figures: the online softmax block by block (the interactive figure), the tiling
+diagram, the roofline, and the GPU results."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attnlab import plots  # noqa: E402
+from attnlab.interactive import FigureView, choice, slider  # noqa: E402
+from attnlab.plots.lesson09 import SOFTMAX_ROW  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.mark.parametrize("block_size", [1, 3, 5, 12, 20])
+def test_online_softmax_state_after_every_block_is_the_whole_rows(block_size):
+    x = torch.tensor(SOFTMAX_ROW, dtype=torch.float64)
+    state = plots.online_softmax_state(SOFTMAX_ROW, block_size, math.ceil(len(x) / block_size))
+    assert state["seen"] == len(x) and state["m"] == x.max().item()
+    assert math.isclose(state["m"] + math.log(state["l"]), torch.logsumexp(x, 0).item(), rel_tol=1e-12)
+
+
+def test_online_softmax_state_part_way():
+    state = plots.online_softmax_state(SOFTMAX_ROW, 3, 2)  # the first six entries
+    first = torch.tensor(SOFTMAX_ROW[:6], dtype=torch.float64)
+    assert state["seen"] == 6 and state["m"] == 4.0
+    assert math.isclose(state["l"], torch.exp(first - 4.0).sum().item(), rel_tol=1e-12)
+    assert plots.online_softmax_state(SOFTMAX_ROW, 3, 0) == {"m": -math.inf, "l": 0.0, "seen": 0}
+    with pytest.raises(ValueError):
+        plots.online_softmax_state(SOFTMAX_ROW, 0, 1)
+
+
+def test_the_online_softmax_figure_agrees_with_softmax_once_every_block_is_read():
+    fig = plots.online_softmax_figure(blocks_read=4, block_size=3)
+    top, bottom = fig.axes
+    assert top.get_ylabel() and bottom.get_xlabel() and bottom.get_ylabel() and fig._suptitle
+    heights = [bar.get_height() for bar in bottom.patches]
+    partial, exact = np.array(heights[:12]), np.array(heights[12:])
+    np.testing.assert_allclose(partial, exact, rtol=1e-12)
+    np.testing.assert_allclose(exact, torch.softmax(torch.tensor(SOFTMAX_ROW, dtype=torch.float64), 0).numpy())
+
+
+def test_the_interactive_figure_redraws_when_a_control_moves():
+    view = FigureView(plots.online_softmax_figure,
+                      {"blocks_read": slider("blocks read", 0, 12, value=2),
+                       "block_size": choice("block size", [1, 2, 3, 4, 6, 12], value=3)},
+                      "The online softmax, block by block")
+    first = view.figure()
+    title = first.axes[0].get_title()
+    start = time.perf_counter()
+    second = view.redraw(blocks_read=3)
+    assert time.perf_counter() - start < 0.5
+    assert view.redraws == 1 and view.error == ""
+    assert second.axes[0].get_title() != title and "3 of 4 read" in second.axes[0].get_title()
+    third = view.redraw(block_size=6)
+    assert "3 of 2 read" not in third.axes[0].get_title() and "2 of 2 read" in third.axes[0].get_title()
+
+
+def test_the_tiling_diagram_draws_one_panel_per_step():
+    fig = plots.tiling_diagram(query_blocks=3, key_blocks=5, steps=[(0, 0), (2, 4)])
+    assert len(fig.axes) == 2
+    assert [ax.get_title() for ax in fig.axes] == ["query block 0, key block 0", "query block 2, key block 4"]
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in fig.axes) and fig._suptitle
+    # 3 x 5 blocks of S, 3 of Q and of O, 5 of K and of V in every panel
+    assert all(len(ax.patches) == 15 + 6 + 10 for ax in fig.axes)
+    with pytest.raises(ValueError, match="outside"):
+        plots.tiling_diagram(query_blocks=2, key_blocks=2, steps=[(2, 0)])
+
+
+def test_the_roofline_bends_at_the_balance_and_places_the_points():
+    points = {"memory-bound step": (0.5, 4e9), "compute-bound step": (30.0, 80e9)}
+    fig = plots.roofline_figure(100e9, 25e9, points, title="test roofline")
+    ax = fig.axes[0]
+    roof = ax.get_lines()[0]
+    x, y = roof.get_data()
+    assert max(y) == pytest.approx(100.0)  # GFLOP/s
+    below = x < 4.0
+    np.testing.assert_allclose(y[below], 25.0 * x[below])  # bandwidth x intensity, in GFLOP/s
+    assert ax.get_xscale() == ax.get_yscale() == "log" and "FLOP per byte" in ax.get_xlabel()
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "memory-bound step" in labels and "compute-bound step" in labels
+    assert any("balance" in text.get_text() and "4.0" in text.get_text() for text in ax.texts)
+    with pytest.raises(ValueError):
+        plots.roofline_figure(0.0, 1.0, points, title="bad")
+
+
+def test_the_gpu_results_figure_draws_each_setting():
+    records = [{"impl": impl, "d": d, "causal": causal, "n": n, "error": None, "tflops": 1.0 + n / 1e4,
+                "memory_bytes": 2**20 * n}
+               for impl in ("Triton", "SDPA flash") for d in (64, 128) for causal in (False, True)
+               for n in (1024, 2048)]
+    records.append({"impl": "naive", "d": 64, "causal": False, "n": 2048, "error": "OutOfMemoryError: x",
+                    "tflops": None, "memory_bytes": None})
+    fig = plots.gpu_results_figure(records, "fake GPU")
+    assert len(fig.axes) == 2 * 4
+    assert all(len(ax.get_lines()) == 2 for ax in fig.axes)  # the failed record is left out
+    assert all(ax.get_xlabel() and ax.get_ylabel() and ax.get_title() for ax in fig.axes)
+    with pytest.raises(ValueError):
+        plots.gpu_results_figure([], "nothing")

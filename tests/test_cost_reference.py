@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
+from tests import helpers
 from tests.helpers import borrowed_reference, load_stub
 
 FUNCTIONS = ("attention_flops", "layer_flops", "attention_memory_bytes", "patchify", "audio_tokens")
@@ -288,36 +289,12 @@ def test_without_a_reference_bench_raises_the_lessons_error_and_measure_keeps_th
 
 
 def trusted_verdicts(module) -> dict[str, str]:
-    """Every grade cell of lesson 08 -> the first failing case's reason ("" when all pass), for the
-    functions of ``module``: the trusted cases (autograder/cases/lesson08.py) compared with the
-    reference as ``autograder.trusted.score`` compares them, in this process (no sandbox)."""
-    from attnlab.lessons import lesson
-    from autograder import trusted, worker
-
-    reference = trusted.reference_module(lesson("08"))
-    verdicts: dict[str, str] = {}
-    for index, case in enumerate(trusted.load_cases(lesson("08"))):
-        call, arrays = trusted._prefixed(case, index)
-        expected = trusted._expected(reference, call, arrays)
-        got_arrays: dict = {}
-        try:
-            got = worker.run_call(module, call, arrays, got_arrays, police=True)
-        except Exception as error:  # the worker reports a raising call the same way
-            got = {"status": "error", "error": f"{type(error).__name__}: {error}"}
-        why = trusted._compare(call, expected, got, got_arrays, arrays)
-        if not verdicts.get(case.grade_id):
-            verdicts[case.grade_id] = f"{case.label}: {why}" if why else ""
-    return verdicts
+    return helpers.trusted_verdicts("08", module)
 
 
 def with_mistake(ref, **functions):
     """The reference cost module with some functions replaced."""
-    import types
-
-    module = types.SimpleNamespace(__name__="attnlab.cost", **{name: getattr(ref, name) for name in FUNCTIONS})
-    for name, fn in functions.items():
-        setattr(module, name, fn)
-    return module
+    return helpers.with_mistake(ref, FUNCTIONS, **functions)
 
 
 def _halved_causal(n_q, n_k, d, n_heads=1, causal=False):

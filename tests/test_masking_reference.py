@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
+from tests import helpers
 from tests.helpers import borrowed_reference, load_stub
 
 FUNCTIONS = ("causal_mask", "padding_mask", "document_mask", "sliding_window_mask", "combine_masks",
@@ -278,36 +279,12 @@ def test_stub_raises_not_implemented_naming_lesson_03(stub, name, args):
 
 
 def trusted_verdicts(module) -> dict[str, str]:
-    """Every grade cell of lesson 03 -> the first failing case's reason ("" when all pass), for the
-    functions of ``module``: the trusted cases (autograder/cases/lesson03.py) compared with the
-    reference as ``autograder.trusted.score`` compares them, in this process (no sandbox)."""
-    from attnlab.lessons import lesson
-    from autograder import trusted, worker
-
-    reference = trusted.reference_module(lesson("03"))
-    verdicts: dict[str, str] = {}
-    for index, case in enumerate(trusted.load_cases(lesson("03"))):
-        call, arrays = trusted._prefixed(case, index)
-        expected = trusted._expected(reference, call, arrays)
-        got_arrays: dict = {}
-        try:
-            got = worker.run_call(module, call, arrays, got_arrays, police=True)
-        except Exception as error:  # the worker reports a raising call the same way
-            got = {"status": "error", "error": f"{type(error).__name__}: {error}"}
-        why = trusted._compare(call, expected, got, got_arrays, arrays)
-        if not verdicts.get(case.grade_id):
-            verdicts[case.grade_id] = f"{case.label}: {why}" if why else ""
-    return verdicts
+    return helpers.trusted_verdicts("03", module)
 
 
 def with_mistake(ref, **functions):
     """The reference masking module with some functions replaced."""
-    import types
-
-    module = types.SimpleNamespace(__name__="attnlab.masking", **{name: getattr(ref, name) for name in FUNCTIONS})
-    for name, fn in functions.items():
-        setattr(module, name, fn)
-    return module
+    return helpers.with_mistake(ref, FUNCTIONS, **functions)
 
 
 def _top_left_causal(n_q, n_k=None):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests import helpers
 from tests.helpers import borrowed_reference, load_stub
 
 FUNCTIONS = ("sinusoidal_encoding", "rope_angles", "apply_rope")
@@ -299,42 +300,14 @@ def test_who_paid_model_without_positions_cannot_tell_mirror_images_apart(multih
 
 
 def trusted_case_verdicts(module) -> list[tuple[str, str, str]]:
-    """(grade id, case label, why it fails or "") for every trusted case of lesson 05
-    (autograder/cases/lesson05.py), with ``module`` standing for the learner's positions.py: the
-    outputs compared with the reference's as ``autograder.trusted`` compares them, in this process
-    (no sandbox). The KV-cache cases run the reference MultiHeadAttention, which finds
-    ``attnlab.positions`` at each call: ``module`` is put there while they run."""
-    import sys
-
-    from attnlab.lessons import lesson
-    from autograder import trusted, worker
-
-    reference = trusted.reference_module(lesson("05"))
-    verdicts = []
-    for index, case in enumerate(trusted.load_cases(lesson("05"))):
-        call, arrays = trusted._prefixed(case, index)
-        expected = trusted._expected(reference, call, arrays)
-        got_arrays: dict = {}
-        saved = sys.modules["attnlab.positions"]
-        sys.modules["attnlab.positions"] = module
-        try:
-            got = worker.run_call(module, call, arrays, got_arrays, police=True)
-        except Exception as error:  # the worker reports a raising call the same way
-            got = {"status": "error", "error": f"{type(error).__name__}: {error}"}
-        finally:
-            sys.modules["attnlab.positions"] = saved
-        verdicts.append((case.grade_id, case.label, trusted._compare(call, expected, got, got_arrays, arrays)))
-    return verdicts
+    # The KV-cache cases run the reference MultiHeadAttention, which finds attnlab.positions at
+    # each call: the module under test is put there while they run.
+    return helpers.trusted_case_verdicts("05", module, installed_as="attnlab.positions")
 
 
 def with_mistake(ref, **functions):
     """The reference positions module with some functions replaced."""
-    import types
-
-    module = types.SimpleNamespace(__name__="attnlab.positions", **{name: getattr(ref, name) for name in FUNCTIONS})
-    for name, fn in functions.items():
-        setattr(module, name, fn)
-    return module
+    return helpers.with_mistake(ref, FUNCTIONS, **functions)
 
 
 def test_trusted_cases_pass_on_the_reference_and_cover_every_grade_cell(ref, multihead):

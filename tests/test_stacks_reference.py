@@ -246,6 +246,21 @@ def test_sampling_is_reproducible_and_follows_the_temperature(stacks):
     assert not torch.equal(draw(temperature=50.0), stacks.generate(model, prompt, 12))
 
 
+def test_sampled_tokens_follow_softmax_of_the_logits_over_the_temperature(stacks):
+    # 20,000 independent draws of one token (a batch of copies of one prompt) against the float64
+    # distribution softmax(logits / T): every frequency within 5 standard errors.
+    model = stacks.DecoderOnly(9, 8, 1, 2, 16).double().eval()
+    _randomize(model, 10)
+    prompt = torch.randint(0, 9, (1, 3)).expand(20_000, 3)
+    for temperature in (0.5, 2.0):
+        drawn = stacks.generate(model, prompt, 1, temperature=temperature,
+                                generator=torch.Generator().manual_seed(1))[:, -1]
+        expected = torch.softmax(model(prompt[:1])[0, -1] / temperature, dim=-1)
+        frequency = torch.bincount(drawn, minlength=9).double() / len(drawn)
+        error = (expected * (1 - expected) / len(drawn)).sqrt()
+        assert ((frequency - expected).abs() <= 5 * error + 1e-4).all(), (frequency, expected)
+
+
 def test_generate_with_an_encoder_decoder(stacks):
     model = stacks.EncoderDecoder(12, 8, 1, 2, 16).double().eval()
     _randomize(model, 9)

@@ -127,6 +127,8 @@ TERMS: tuple[Term, ...] = (
          "generates, so each new token computes only its own and attends over the cache.", "04"),
     Term("prefix caching", "Reusing the KV cache of a shared beginning (a prompt) for several "
          "continuations instead of computing it again for each.", "04"),
+    Term("previous-token head", "A head that puts most of its weight on the token just before the "
+         "query; an induction head in a later layer reads what it writes (Olsson et al., 2022).", "04"),
     Term("induction head", "A head that, at a repeated token, attends to the token that followed its "
          "earlier occurrence, so the model can copy what came next before (Olsson et al., 2022).", "04"),
     # -- lesson 05 --

@@ -8,13 +8,14 @@ inside a trained model without downloading one.
 
 It is ``attnlab.stacks.DecoderOnly`` with 4 layers of 4 heads (d_model 128, d_ff 512), rotary
 positions, pre-norm LayerNorm, a GELU feed-forward block and tied embeddings (``ZooConfig``), trained
-on windows of 64 words. ``course_model.pt`` holds its state dict; ``course_model.json`` its
-configuration, corpus, training run (the loss of every step, the time it took, the torch version)
-and what it was measured to do (``zoo.inspect``: a previous-token head, a head that copies names
-from earlier in the passage, the two senses of "bank" told apart by a linear probe, neurons whose
-strongest contexts share a pattern).
+for 1600 steps on windows of 128 words. ``course_model.pt`` holds its state dict;
+``course_model.json`` its configuration, corpus, training run (the loss of every step, the time it
+took, the torch version) and what it was measured to do (``zoo.inspect``: a previous-token head in
+layer 1 and induction heads in layer 2 that copy what followed an earlier occurrence, the two senses
+of "bank" told apart by a linear probe, neurons whose strongest contexts share a pattern).
 
-Retrain it (seeded; a few minutes on two CPU cores; writes both files)::
+Retrain it (seeded, on one CPU thread, so the same machine and torch give the same weights; under
+ten minutes on an idle two-core machine; writes both files)::
 
     python -m attnlab.zoo train
     python -m attnlab.zoo evaluate      # the measurements of the shipped files

@@ -1,0 +1,240 @@
+"""The visible checks of lesson 04 pass on the reference and fail, with the right diagnostic, on
+deliberately broken versions of split_heads, merge_heads, repeat_kv, MultiHeadAttention, KVCache
+and kv_cache_bytes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import attnlab
+from attnlab import checks
+from tests.helpers import fails, load_stub
+
+
+@pytest.fixture(scope="module")
+def ref():
+    names = ("multihead", "masking", "attention", "positions")  # attention: masking's softmax
+    before = {name: attnlab.source_of(name) == "reference" for name in names}
+    attnlab.use_reference(*names, quiet=True)
+    import attnlab.multihead as module
+
+    yield module
+    for name in names:
+        if not before[name]:
+            attnlab.use_own(name)
+
+
+def test_all_checks_pass_on_the_reference(ref, capsys):
+    checks.check_split_heads(ref.split_heads)
+    checks.check_merge_heads(ref.merge_heads)
+    checks.check_repeat_kv(ref.repeat_kv)
+    checks.check_multi_head_attention(ref.MultiHeadAttention)
+    checks.check_kv_cache(ref.KVCache, ref.MultiHeadAttention)
+    checks.check_kv_cache_bytes(ref.kv_cache_bytes)
+    assert capsys.readouterr().out.strip().splitlines() == [
+        "✓ split_heads: 4 checks passed",
+        "✓ merge_heads: 3 checks passed",
+        "✓ repeat_kv: 4 checks passed",
+        "✓ MultiHeadAttention: 11 checks passed",
+        "✓ KVCache: 6 checks passed",
+        "✓ kv_cache_bytes: 4 checks passed",
+    ]
+
+
+def test_stub_errors_pass_through_unchanged():
+    stub = load_stub("multihead")
+    for check, args in [(checks.check_split_heads, (stub.split_heads,)), (checks.check_merge_heads, (stub.merge_heads,)),
+                        (checks.check_repeat_kv, (stub.repeat_kv,)),
+                        (checks.check_multi_head_attention, (stub.MultiHeadAttention,)),
+                        (checks.check_kv_cache, (stub.KVCache, stub.MultiHeadAttention)),
+                        (checks.check_kv_cache_bytes, (stub.kv_cache_bytes,))]:
+        with pytest.raises(NotImplementedError, match="Lesson 04"):
+            check(*args)
+
+
+# ------------------------------------------------------------------ split, merge, repeat
+
+
+def test_split_in_one_reshape_is_explained():
+    def split(x, n_heads):
+        *lead, n, width = x.shape
+        return x.reshape(*lead, n_heads, n, width // n_heads)
+
+    fails(checks.check_split_heads, split, "split_heads", "in one step", r"transpose\(-3, -2\)")
+
+
+def test_split_giving_every_hth_feature_is_explained():
+    def split(x, n_heads):
+        *lead, n, width = x.shape
+        return x.reshape(*lead, n, width // n_heads, n_heads).movedim(-1, -3)
+
+    fails(checks.check_split_heads, split, "every n_heads-th feature")
+
+
+def test_split_without_moving_the_head_axis_is_explained():
+    def split(x, n_heads):
+        *lead, n, width = x.shape
+        return x.reshape(*lead, n, n_heads, width // n_heads)
+
+    fails(checks.check_split_heads, split, "has shape", "head axis must come before the token axis")
+
+
+def test_merge_without_transposing_back_is_explained():
+    def merge(x):
+        *lead, n_heads, n, h = x.shape
+        return x.reshape(*lead, n, n_heads * h)
+
+    fails(checks.check_merge_heads, merge, "merge_heads", "swapping the head and token axes back")
+
+
+def test_tiled_kv_heads_are_explained():
+    def repeat(k, n_rep):
+        reps = [1] * k.dim()
+        reps[-3] = n_rep
+        return k.repeat(*reps)
+
+    fails(checks.check_repeat_kv, repeat, "tiled the heads", "repeat_interleave")
+
+
+def test_repeat_along_the_wrong_axis_is_explained():
+    fails(checks.check_repeat_kv, lambda k, n_rep: k.repeat_interleave(n_rep, dim=-2), "has shape", "dim=-3")
+
+
+# ------------------------------------------------------------------ MultiHeadAttention
+
+
+def broken_attention(ref, **mistakes):
+    """A subclass of the reference whose forward makes the named mistakes."""
+    masking = ref.masking
+
+    class Broken(ref.MultiHeadAttention):
+        def forward(self, x, mask=None, *, causal=False, memory=None, cache=None, positions=None,
+                    return_weights=False, head_mask=None):
+            n = x.shape[1]
+            heads = 1 if mistakes.get("one_head") else self.n_heads
+            kv_heads = 1 if mistakes.get("one_head") else self.n_kv_heads
+            q = ref.split_heads(self.q_proj(x), heads)
+            source = x if memory is None else memory
+            k = ref.split_heads(self.k_proj(source), kv_heads)
+            v = ref.split_heads(self.v_proj(source), kv_heads)
+            if self.rope_base is not None and memory is None and not mistakes.get("no_rope"):
+                if positions is None:
+                    start = 0 if cache is None or mistakes.get("restart_positions") else cache.length
+                    positions = torch.arange(start, start + n)
+                q = ref.rotary.apply_rope(q, positions, base=self.rope_base)
+                k = ref.rotary.apply_rope(k, positions, base=self.rope_base)
+            if cache is not None and not mistakes.get("ignore_cache"):
+                k, v = cache.append(k, v)
+            allowed = None if mistakes.get("ignore_mask") else mask
+            if causal and (memory is None or mistakes.get("causal_cross")) and not mistakes.get("ignore_causal"):
+                n_k = k.shape[-2]
+                lower = (torch.ones(n, n_k, dtype=torch.bool).tril() if mistakes.get("top_left")
+                         else masking.causal_mask(n, n_k))
+                allowed = lower if allowed is None else allowed & lower
+            rep = heads // kv_heads
+            if mistakes.get("tiled"):
+                k, v = k.repeat(1, rep, 1, 1), v.repeat(1, rep, 1, 1)
+            else:
+                k, v = ref.repeat_kv(k, rep), ref.repeat_kv(v, rep)
+            out, weights = masking.masked_attention(q, k, v, allowed)
+            if head_mask is not None and not mistakes.get("ignore_head_mask"):
+                out = out * head_mask[:, None, None]
+            out = ref.merge_heads(out)
+            if not mistakes.get("no_o_proj"):
+                out = self.o_proj(out)
+            return (out, weights) if return_weights else out
+
+    return Broken
+
+
+@pytest.mark.parametrize("mistake, patterns", [
+    ("one_head", ["one wide head", "split_heads"]),
+    ("no_o_proj", ["o_proj is missing"]),
+    ("ignore_mask", ["the mask is ignored"]),
+    ("ignore_causal", ["causal=True is ignored"]),
+    ("tiled", ["grouped-query", "tiled"]),
+    ("causal_cross", ["cross-attention", "causal must be ignored"]),
+    ("ignore_head_mask", ["head_mask was ignored"]),
+    ("no_rope", ["rope_base is ignored"]),
+])
+def test_attention_mistakes_are_explained(ref, mistake, patterns):
+    fails(checks.check_multi_head_attention, broken_attention(ref, **{mistake: True}), *patterns)
+
+
+def test_wrong_projection_names_are_explained(ref):
+    class Renamed(ref.MultiHeadAttention):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.wq = self.q_proj
+            del self.q_proj
+
+    fails(checks.check_multi_head_attention, Renamed, "no nn.Linear called q_proj", "saved weights")
+
+
+def test_kv_projections_with_query_heads_are_explained(ref):
+    class TooWide(ref.MultiHeadAttention):
+        def __init__(self, d_model, n_heads, n_kv_heads=None, bias=False, rope_base=None):
+            super().__init__(d_model, n_heads, n_kv_heads, bias, rope_base)
+            self.k_proj = torch.nn.Linear(d_model, d_model, bias=bias)
+
+    fails(checks.check_multi_head_attention, TooWide, "k_proj.weight has shape", "n_kv_heads")
+
+
+def test_missing_input_checks_are_explained(ref):
+    class Unchecked(ref.MultiHeadAttention):
+        def __init__(self, d_model, n_heads, n_kv_heads=None, bias=False, rope_base=None):
+            try:
+                super().__init__(d_model, n_heads, n_kv_heads, bias, rope_base)
+            except ValueError:
+                torch.nn.Module.__init__(self)
+
+    fails(checks.check_multi_head_attention, Unchecked, "did not raise ValueError")
+
+
+# ------------------------------------------------------------------ KVCache
+
+
+def test_new_tokens_first_is_explained(ref):
+    class Backwards(ref.KVCache):
+        def append(self, k, v):
+            if self.keys is None:
+                self.keys, self.values = k, v
+            else:
+                self.keys, self.values = torch.cat([k, self.keys], -2), torch.cat([v, self.values], -2)
+            return self.keys, self.values
+
+    fails(lambda cls: checks.check_kv_cache(cls, ref.MultiHeadAttention), Backwards, "old tokens come first")
+
+
+def test_wrong_length_is_explained(ref):
+    class Counted(ref.KVCache):
+        @property
+        def length(self):
+            return 0 if self.keys is None else int(self.keys.shape[-1])
+
+    fails(lambda cls: checks.check_kv_cache(cls, ref.MultiHeadAttention), Counted, "length is", "keys.shape")
+
+
+@pytest.mark.parametrize("mistake, patterns", [
+    ("top_left", ["top-left corner", "causal_mask"]),
+    ("restart_positions", ["restart at 0", "cache.length"]),
+    ("ignore_cache", ["cache holds 0", "cache.append"]),
+])
+def test_decoding_mistakes_are_explained(ref, mistake, patterns):
+    broken = broken_attention(ref, **{mistake: True})
+    fails(lambda cls: checks.check_kv_cache(ref.KVCache, cls), broken, *patterns)
+
+
+# ------------------------------------------------------------------ kv_cache_bytes
+
+
+@pytest.mark.parametrize("wrong, pattern", [
+    (lambda L, G, h, n, b, batch=1: L * G * h * n * b * batch, "keys only"),
+    (lambda L, G, h, n, b, batch=1: 2 * G * h * n * b * batch, "n_layers"),
+    (lambda L, G, h, n, b, batch=1: 2 * L * G * h * n * b, "batch"),
+    (lambda L, G, h, n, b, batch=1: 2 * L * G * h * n * batch, "dtype_bytes"),
+    (lambda L, G, h, n, b, batch=1: float(2 * L * G * h * n * b * batch), "expected an int"),
+])
+def test_cache_size_mistakes_are_explained(wrong, pattern):
+    fails(checks.check_kv_cache_bytes, wrong, pattern)

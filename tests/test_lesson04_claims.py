@@ -1,0 +1,255 @@
+"""Every sentence of lesson 04 that reads a result off a computation, asserted with the lesson's own
+numbers (the facts of one execution of the solution notebook, shared with the budget test).
+
+The course-model numbers are deterministic (fixed weights, fixed validation windows, one thread).
+Timings are CPU time of one thread (``bench.time_calls(clock="thread")``), the least of several
+runs, and only the claims that hold by a wide margin are asserted: growth with the context (the
+bytes grow 64 times), "well under 4 times" between variants, "faster" with prefix caching.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from attnlab.lessons import lesson as find_lesson
+from autograder import paths
+from tests.notebook_runs import solution_run
+from tests.test_course_quizzes import lesson_quizzes
+
+pytestmark = pytest.mark.timeout(1200)
+
+
+@pytest.fixture(scope="module")
+def facts():
+    return solution_run("04").facts
+
+
+# ------------------------------------------------------------------ 8 heads of 64 make 512
+
+
+def test_splitting_into_heads_costs_no_parameters_and_no_flops(facts):
+    assert facts["base_parameters"] == 4 * 512 * 512 == 1_048_576
+    assert 8 * facts["per_head_parameters"] + 512 * 512 == facts["base_parameters"]
+    assert facts["flops_8_heads"] == facts["flops_1_head"] > 0
+
+
+def test_qwen_groups_of_eight(facts):
+    assert facts["qwen_head_dim"] == 128 and facts["qwen_group"] == 8
+    assert facts["qwen_kv_projection_mha"] == 8 * facts["qwen_kv_projection"] == 2048 * 2048
+
+
+# ------------------------------------------------------------------ one head against several
+
+
+def test_same_parameters_for_every_head_count(facts):
+    assert len(set(facts["two_facts_parameters"].values())) == 1
+    assert sorted(facts["two_facts_parameters"]) == ["1", "2", "4"]
+
+
+def test_one_head_fails_the_second_fact_and_several_heads_get_both(facts):
+    accuracy = facts["two_facts_accuracy"]
+    assert accuracy["1"]["first"] > 0.85            # "gets the first fact right most of the time"
+    assert accuracy["1"]["second"] < 0.3            # "... which is then wrong"
+    assert accuracy["1"]["both"] < 0.3
+    for heads in ("2", "4"):                        # "both facts are right; four heads do as well"
+        assert accuracy[heads]["both"] > 0.98
+
+
+def test_one_head_splits_its_weight_between_both_sources(facts):
+    one, three = facts["one_head_weight_1_back"], facts["one_head_weight_3_back"]
+    assert 0.5 < one < 0.7                          # "more than half on the token 1 back"
+    assert three > 0.3 and one + three > 0.9        # "nearly all the rest on the token 3 back"
+
+
+def test_each_of_two_heads_takes_one_source(facts):
+    tops = facts["two_heads_top_weight"]
+    assert sorted(distance for distance, _ in tops.values()) == [1, 3]
+    assert all(weight > 0.95 for _, weight in tops.values())   # "almost all of its weight"
+
+
+def test_one_head_hedges_and_leans_to_the_wrong_token(facts):
+    p_first, p_second = facts["blend_probabilities"]["1"]       # at the example position
+    assert p_first > p_second > 0.1                             # both blended tokens, the wrong one first
+    on_first, on_right = facts["second_fact_split"]["1"]
+    assert on_first + on_right > 0.5                            # "spreads its probability over the two tokens"
+    assert on_first > on_right                                  # "leans to the wrong one"
+    assert facts["one_head_second_is_first"] > 0.5              # "picks it ... most of the time"
+    _, sure = facts["second_fact_split"]["2"]
+    assert sure > 0.95                                          # "sure of the right one"
+
+
+# ------------------------------------------------------------------ the KV cache of Qwen2.5-3B
+
+
+def test_qwen_cache_sizes(facts):
+    assert facts["qwen_bytes_per_token"] == 36 * 1024          # "36 KiB of cache per token"
+    gqa, mha = facts["qwen_cache_gib"].values()
+    assert [round(v, 3) for v in gqa] == [0.141, 1.125, 4.5]   # 4k, 32k, 128k
+    assert [round(v, 3) for v in mha] == [1.125, 9.0, 36.0]
+    weights = facts["qwen_weights_gib"]
+    assert round(weights, 1) == 5.8
+    assert gqa[1] < weights / 5                                # "less than a fifth of its weights"
+    assert mha[1] > weights                                    # "more than the weights themselves"
+
+
+# ------------------------------------------------------------------ the course model's heads
+
+
+def markdown() -> str:
+    """The prose of the solution notebook, every markdown cell joined."""
+    notebook = nbformat.read(paths.SOLUTION_NOTEBOOKS / find_lesson("04").notebook, as_version=4)
+    return "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "markdown").replace("\n", " ")
+
+
+def head(pair) -> tuple[int, int]:
+    return tuple(pair)
+
+
+def test_the_course_model_is_the_one_described(facts):
+    config = facts["config"]
+    assert (facts["n_layers"], facts["n_heads"], config["d_model"], config["context"]) == (4, 4, 128, 128)
+    assert len(facts["inputs"]) == 289 and len(facts["inputs"][0]) == config["context"]
+
+
+def test_measured_heads(facts):
+    best, even = facts["best_head"], facts["even_score"]
+    previous = best["previous_token"]
+    assert (previous["layer"], previous["head"]) == (1, 1)
+    assert round(previous["score"], 2) == 0.40 and previous["times_even"] > 11      # "0.40 ... more than 11 times"
+    assert [head(h) for h in facts["previous_heads"]] == [(1, 1), (1, 0)]
+    assert round(facts["head_score"]["previous_token"][1][0], 2) == 0.32             # "head 0 ... puts 0.32"
+    induction = facts["head_score"]["induction"]
+    assert sorted(head(h) for h in facts["induction_heads"]) == [(2, 0), (2, 3)]      # "heads 0 and 3" of layer 2
+    scores = sorted((v for row in induction for v in row), reverse=True)
+    assert all(0.22 < induction[2][h] < 0.28 for h in (0, 3))                         # "about a quarter (0.25)"
+    assert all(9.5 < induction[2][h] / even["induction"] < 11.5 for h in (0, 3))      # "ten times"
+    assert scores[2] < scores[1] / 2                                                  # "no other head reaches half"
+    topic = best["topic"]
+    assert (topic["layer"], topic["head"]) == (2, 2)
+    assert 0.35 < topic["score"] < 0.45 and topic["times_even"] > 4                   # "about 0.4 ... more than 4 times"
+    assert best["duplicate_token"]["score"] < 0.1                                     # "less than 0.1"
+
+
+def test_the_list_passage_shows_a_list_written_and_read_back(facts):
+    words = facts["sentence_words"]
+    assert "wrote" in words and "read" in words and len(words) <= 32
+    first, second = [i for i, w in enumerate(words) if w == ":"]
+    n = words.index(".", first) - first - 1
+    assert n >= 4 and words[first + 1:first + 1 + n] == words[second + 1:second + 1 + n]
+
+
+# ------------------------------------------------------------------ pruning
+
+
+def test_importances(facts):
+    ablation, gradient = facts["ablation_importance"], facts["gradient_importance"]
+    assert 0.09 < min(ablation[0]) and max(ablation[0]) < 0.25                  # "0.1 to 0.24 nats"
+    assert 0.18 < ablation[1][3] < 0.23                                           # "head 3 of layer 1 (+0.21)"
+    others = [ablation[l][h] for l in range(1, 4) for h in range(4) if (l, h) != (1, 3)]
+    assert max(others) < 0.07                                                     # "no other head more than 0.07"
+    flat = sorted(((v, (l, h)) for l, row in enumerate(gradient) for h, v in enumerate(row)), reverse=True)
+    gradient_rank = {lh: rank for rank, (_, lh) in enumerate(flat)}
+    assert all(gradient_rank[(0, h)] < 6 for h in range(4))                      # layer 0 "among the most important"
+    assert gradient_rank[(1, 3)] > gradient_rank[(0, 2)]                          # "which the gradient ranks lower"
+    assert 0.6 < facts["importance_rank_agreement"] < 0.9                         # "mostly agree"
+
+
+def test_pruning_curve(facts):
+    full, least_first = facts["full_loss"], facts["least_first"]
+    assert facts["heads_removable"] == 4                                          # "4 of the 16 (25%) ... within 5%"
+    assert least_first[3] > 1.05 * full                                           # "then it climbs"
+    assert 1.15 < facts["loss_half_pruned"] / full < 1.25                         # "about a fifth higher"
+    assert 2.6 < facts["loss_all_pruned"] / full < 3.0                            # "almost three times"
+    most_first = facts["prune_losses"]["most important first"]
+    assert most_first[1] > 1.3 * full                                             # "jumps at once"
+
+
+# ------------------------------------------------------------------ the induction circuit
+
+
+def test_masking_the_circuit_cuts_copying_and_a_control_does_not(facts):
+    copied = facts["copied"]
+    assert facts["copied_all"] > 0.97                                             # "almost every word"
+    assert 0.1 < facts["copied_without_induction"] < 0.2                          # "about one word in seven"
+    assert 0.55 < facts["copied_without_previous"] < 0.75                         # "about two in three"
+    assert abs(facts["copied_without_least"] - facts["copied_all"]) < 0.03        # control: "changes nothing"
+    assert sorted(head(h) for h in facts["least_heads"]) == [(3, 2), (3, 3)]
+    l2h3, l2h0 = copied["induction head L2H3"], copied["induction head L2H0"]
+    assert 0.25 < facts["copied_all"] - l2h3 < 0.4                                # "about a third of the copies"
+    assert facts["copied_all"] - l2h0 < 0.06                                      # "only a few"
+    assert head(facts["key_induction_head"]) == (2, 3)
+    assert min(facts["example_weight_on_next_item"]) > 0.5                        # "most of its weight on the next"
+
+
+def test_the_induction_heads_depend_on_the_previous_token_heads(facts):
+    for before, after in facts["induction_score_drop"].values():
+        assert 0.22 < before < 0.28 and 0.12 < after < 0.17                        # "from about 0.25 to about 0.15"
+    assert round(facts["head_score"]["previous_token"][1][3], 2) == 0.19          # "head 3 of layer 1 scores 0.19"
+
+
+def test_pruning_by_the_loss_removes_the_copying(facts):
+    counts, copied = facts["removed_counts"], facts["pruned_copied"]
+    assert all(c > 0.97 for c in copied[:counts.index(4) + 1])                    # "the first 4 leave copying intact"
+    assert copied[counts.index(8)] < 0.5                                          # "fewer than half"
+    order = [head(h) for h in facts["orders"]["least important first (masking one head)"]]
+    assert {(1, 0), (1, 1)} <= set(order[:8])                                    # "both ... among its first 8"
+    assert max(facts["ablation_importance"][1][h] for h in (0, 1)) < 0.03         # "at most 0.03 nats"
+
+
+def test_in_context_learning_score(facts):
+    score = facts["in_context_score"]
+    full = score["all heads"]
+    assert round(full, 2) == -0.40
+    without = score["both induction heads (L2H0 and L2H3)"]
+    assert round(without, 2) == -0.28 and 0.25 < (without - full) / full * -1 < 0.4   # "about a third"
+    assert abs(score["the 2 least important heads (L3H3 and L3H2)"] - full) < 0.03    # "almost nothing"
+
+
+# ------------------------------------------------------------------ the cost per token
+
+
+def test_decoding_cost_grows_with_the_context_and_does_not_follow_the_bytes(facts):
+    megabytes = facts["decode_mb"]
+    mha, gqa, mqa = "MHA, 4 key/value heads", "GQA, 2 key/value heads", "MQA, 1 key/value head"
+    assert megabytes[mha][-1] == 2 * megabytes[gqa][-1] == 4 * megabytes[mqa][-1]       # "2 times ... 4 times"
+    assert round(megabytes[mha][-1] / megabytes[mha][0]) == 64                          # "64 times"
+    assert all(growth > 2 for growth in facts["decode_growth"].values())                # "several times over"
+    assert all(spread < 3 for spread in facts["time_spread"].values())                  # "well under 4 times"
+    assert facts["bytes_spread"] == 4
+
+
+def test_prefix_caching_gives_the_same_logits_faster(facts):
+    assert facts["prefix_logits_max_difference"] < 1e-4                   # "up to float32 rounding"
+    assert round(facts["prefix_token_ratio"], 1) == 2.9                   # "2.9 times fewer tokens"
+    assert 1.3 < facts["prefix_speedup"] < facts["prefix_token_ratio"]    # "saves time ... less than 2.9"
+
+
+# ------------------------------------------------------------------ what the prose and the quiz quote
+
+
+def test_the_prose_quotes_the_computed_numbers(facts):
+    text = markdown()
+    best = facts["best_head"]
+    assert f"puts {best['previous_token']['score']:.2f} of its weight" in text
+    assert f"puts {facts['head_score']['previous_token'][1][0]:.2f}" in text
+    assert f"−{-facts['in_context_score']['all heads']:.2f} nats with every" in text
+    assert f"(−{-facts['in_context_score']['both induction heads (L2H0 and L2H3)']:.2f})" in text
+    assert f"{facts['heads_removable']} of the 16 ({facts['heads_removable'] / 16:.0%})" in text
+    assert f"{facts['prefix_token_ratio']:.1f} times fewer tokens" in text
+    assert "1.125 GiB instead of 9 GiB at 32k" in text                       # the written answer
+
+
+def test_the_quiz_states_the_lessons_numbers(facts):
+    (quiz,) = lesson_quizzes(find_lesson("04"))
+    texts = {q.prompt: " ".join([q.prompt] + [f"{o.text} {o.explain}" for o in q.options]) for q in quiz.questions}
+    (circuit,) = [t for p, t in texts.items() if p.startswith("Masking the course model's two previous-token")]
+    drops = list(facts["induction_score_drop"].values())
+    assert "from about 0.25 to about 0.15" in circuit and all(0.12 < after < 0.17 for _, after in drops)
+    assert "left the copying unchanged" in circuit
+    assert abs(facts["copied_without_least"] - facts["copied_all"]) < 0.03
+    (cache,) = [t for p, t in texts.items() if p.startswith("Qwen2.5-3B's KV cache")]
+    gqa, mha = facts["qwen_cache_gib"].values()
+    assert "about 1.1 GiB" in cache and round(gqa[1], 1) == 1.1 and round(mha[1]) == 9
+    assert "0.14 GiB" in cache and round(gqa[0], 2) == 0.14
+    assert "5.8 GiB of weights" in cache and round(facts["qwen_weights_gib"], 1) == 5.8

@@ -1,0 +1,143 @@
+"""The figures of lesson 04 draw what they are given, with titles and labelled axes, and the
+interactive head viewer redraws when a control moves (built as the notebook builds it, from a
+small stand-in model)."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from attnlab import plots  # noqa: E402
+from attnlab.interactive import FigureView, checkbox, choice, slider  # noqa: E402
+
+
+def png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=40)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def labelled(fig) -> None:
+    titled = [ax for ax in fig.axes if ax.get_title()]
+    assert titled or fig._suptitle is not None, "the figure has no title"
+    for ax in titled:
+        assert ax.get_xlabel() or ax.get_ylabel() or not ax.get_xticks().size, f"unlabelled axes {ax.get_title()!r}"
+
+
+def test_heads_diagram_shows_each_head_and_rejects_bad_sizes():
+    fig = plots.heads_diagram(12, 3)
+    labelled(fig)
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    assert "head 2" in texts and "features 8–11" in texts
+    plt.close(fig)
+    with pytest.raises(ValueError, match="not divisible"):
+        plots.heads_diagram(10, 3)
+
+
+def test_two_facts_kv_decode_and_pruning_figures():
+    accuracy = {"1 head": {"first": 0.9, "second": 0.2, "both": 0.18}, "2 heads": {"first": 1, "second": 1, "both": 1}}
+    fig = plots.two_facts_figure(accuracy, {"1 head: head 0": [0, .5, 0, .45, 0]}, range(5), (1, 3))
+    labelled(fig)
+    assert len(fig.axes[0].patches) == 6  # 2 models × 3 bars
+    plt.close(fig)
+    fig = plots.kv_cache_size_figure([4096, 32768], {"GQA": [0.14, 1.1], "MHA": [1.1, 9.0]}, model="M",
+                                     reference=("weights", 5.8))
+    labelled(fig)
+    plt.close(fig)
+    series = {"MHA": [1.0, 2.0, 4.0], "GQA": [0.9, 1.5, 2.5]}
+    fig = plots.decode_time_figure([256, 1024, 4096], series, series, series, title="t")
+    assert len(fig.axes) == 3
+    labelled(fig)
+    plt.close(fig)
+    fig = plots.pruning_figure({"a": [0, 0.5, 1]}, {"a": [2.0, 2.1, 4.0]}, full_loss=2.0, title="p")
+    labelled(fig)
+    plt.close(fig)
+
+
+def test_head_grid_draws_every_head_and_checks_shapes():
+    weights = torch.softmax(torch.randn(2, 3, 4, 4), -1)
+    fig = plots.head_grid(weights, list("abcd"), title="grid", names={(1, 2): "copies"})
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert "layer 1, head 2\ncopies" in titles and len([t for t in titles if t.startswith("layer")]) == 6
+    plt.close(fig)
+    with pytest.raises(ValueError, match="n_layers, n_heads"):
+        plots.head_grid(weights[0], list("abcd"), title="bad")
+
+
+class StandIn:
+    """A two-layer, two-head 'model': weights depend on the mask, the loss counts the pruned heads."""
+
+    n_layers, n_heads = 2, 2
+
+    def weights_of(self, tokens, mask):
+        n = len(tokens)
+        base = torch.eye(n).roll(-1, 1).tril() + 0.1  # mostly the previous token
+        w = base / base.sum(-1, keepdim=True)
+        return torch.stack([torch.stack([w * m + (1 - m) * torch.full((n, n), 1 / n) for m in row]) for row in mask])
+
+    def loss_of(self, mask):
+        return 2.0 + float((1 - mask).sum())
+
+
+def test_head_viewer_redraws_and_prunes_the_heads_shown_so_far():
+    model = StandIn()
+    sentences = {"one": (torch.arange(5), list("abcde")), "two": (torch.arange(3), list("xyz"))}
+    draw = plots.head_viewer(model.weights_of, model.loss_of, sentences, 2, 2, roles={(0, 1): "previous token"})
+    view = FigureView(draw, {"layer": slider("layer", 0, 1, value=0), "head": slider("head", 0, 1, value=1),
+                             "sentence": choice("passage", list(sentences)),
+                             "prune": checkbox("prune the heads shown so far")}, "Heads")
+    first = png(view.figure())
+    assert view.error == "" and draw.shown == [(0, 1)]
+    moved = view.redraw(head=0)
+    assert draw.shown == [(0, 1), (0, 0)]
+    assert png(moved) != first
+    pruned = view.redraw(prune=True)
+    label = pruned.axes[0].get_xlabel()
+    assert "heads pruned: L0H1, L0H0" in label and "validation loss 4.000" in label and "(all heads: 2.000)" in label
+    plt.close(pruned)
+    other = view.redraw(sentence="two", prune=False)
+    assert [t.get_text() for t in other.axes[0].get_xticklabels()] == list("xyz")
+    assert "heads pruned: none" in other.axes[0].get_xlabel()
+    plt.close(other)
+    assert view.redraw(layer=1) is not None and view.redraws == 4
+    with pytest.raises(ValueError, match="layer must be"):
+        draw(layer=5, head=0, sentence="one", prune=False)
+
+
+def test_head_scores_figure_writes_every_score_and_its_baseline():
+    scores = {"previous_token": torch.tensor([[0.1, 0.4], [0.05, 0.2]]), "induction": torch.zeros(2, 2)}
+    fig = plots.head_scores_figure(scores, {"previous_token": 0.035, "induction": 0.024}, title="scores")
+    labelled(fig)
+    assert len(fig.axes) == 2
+    first = fig.axes[0]
+    assert [t.get_text() for t in first.texts] == ["0.10", "0.40", "0.05", "0.20"]
+    assert "previous token" in first.get_title() and "attending evenly: 0.035" in first.get_title()
+    assert (first.get_xlabel(), first.get_ylabel()) == ("head", "layer")
+    plt.close(fig)
+    with pytest.raises(ValueError, match="n_layers, n_heads"):
+        plots.head_scores_figure({"x": torch.zeros(3)}, {"x": 0.1}, title="bad")
+
+
+def test_induction_figure_draws_its_three_panels():
+    copied = {"all heads": 0.99, "induction heads masked": 0.15, "control": 0.98}
+    weights = torch.eye(3, 4).roll(1, 1)
+    fig = plots.induction_figure(copied, weights, [":", "a", "b"], [":", "a", "b", "c"], head="L2H3",
+                                 removed_fraction=[0, 0.5, 1], copied_when_pruned=[0.99, 0.5, 0.0],
+                                 loss_when_pruned=[1.2, 1.5, 3.5], title="circuit")
+    labelled(fig)
+    bars, heatmap, pruning = fig.axes[:3]
+    assert [t.get_text() for t in bars.get_yticklabels()] == list(copied)
+    assert [p.get_facecolor()[:3] for p in bars.patches][1] != [p.get_facecolor()[:3] for p in bars.patches][2]
+    assert "L2H3" in heatmap.get_title() and [t.get_text() for t in heatmap.get_xticklabels()] == [":", "a", "b", "c"]
+    assert "fraction of heads removed" in pruning.get_xlabel()
+    assert any(ax.get_ylabel().startswith("validation loss") for ax in fig.axes)  # the twin axis
+    assert fig._suptitle.get_text() == "circuit"
+    plt.close(fig)

@@ -253,8 +253,9 @@ def stacks_cache(module, call, args, kwargs, arrays):
 
 def stacks_generate(module, call, args, kwargs, arrays):
     """Lesson 07: ``generate(model, *args, **kwargs)`` with a ``options["model"]`` built as in
-    ``stacks_model``. check "greedy": the tokens; check "reproducible": three flags (two runs with
-    generators seeded alike agree, every id is in the vocabulary, the prompt is kept)."""
+    ``stacks_model``. check "tokens": the tokens (greedy, or sampled with a seeded generator);
+    check "reproducible": three flags (two runs with generators seeded alike agree, every id is in
+    the vocabulary, the prompt is kept)."""
     import torch
 
     model, _ = _stacks_build(module, call, arrays, target=call["options"]["model"])
@@ -264,7 +265,7 @@ def stacks_generate(module, call, args, kwargs, arrays):
         return module.generate(model, prompt, steps, generator=torch.Generator().manual_seed(3), **kwargs)
 
     first = run()
-    if call["options"].get("check", "greedy") == "greedy":
+    if call["options"].get("check", "tokens") == "tokens":
         return first
     vocab = call["init"]["vocab_size"]
     kept = first[..., :prompt.shape[-1]]

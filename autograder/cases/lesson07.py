@@ -174,8 +174,8 @@ def _cached(grade_id, rng, kind, b, chunks, *, d, n_heads, n_kv=None, vocab=11, 
 
 
 def _generate(grade_id, rng, b, n_prompt, steps, *, use_cache, kind="DecoderOnly", d=8, n_heads=2, n_layers=2,
-              vocab=13, m=None, check="greedy", temperature=0.0, one_d=False, label=""):
-    """``generate`` on a random model. check "greedy" compares the tokens themselves with the
+              vocab=13, m=None, check="tokens", temperature=0.0, one_d=False, label=""):
+    """``generate`` on a random model. check "tokens" compares the tokens themselves with the
     reference's, also when sampling (temperature above 0: both draw from a generator seeded alike);
     "reproducible" only asks that two runs agree, the ids stay in the vocabulary and the prompt is kept."""
     inputs = Inputs()

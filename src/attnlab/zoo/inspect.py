@@ -219,13 +219,15 @@ def top_contexts(activations: torch.Tensor, windows: torch.Tensor, neuron: int, 
     """The ``k`` places in ``windows`` where ``neuron`` fires most (``activations`` from
     ``neuron_activations``): [{"context": the ``width`` words up to and including the token,
     "token", "previous", "activation"}, ...], strongest first."""
-    values = activations[..., neuron]
-    top = values.flatten().topk(k)
-    n = windows.shape[1]
+    top = activations[..., neuron].flatten().topk(k)
+    return _contexts(windows, top.values.tolist(), top.indices.tolist(), width)
+
+
+def _contexts(windows: torch.Tensor, values: list[float], flat_positions: list[int], width: int = 6) -> list[dict]:
+    n, words = windows.shape[1], corpus.TOKENIZER.vocab
     found = []
-    for value, flat in zip(top.values.tolist(), top.indices.tolist()):
+    for value, flat in zip(values, flat_positions):
         row, position = divmod(flat, n)
-        words = corpus.TOKENIZER.vocab
         context = [words[int(t)] for t in windows[row, max(0, position - width + 1):position + 1]]
         found.append({"context": " ".join(context), "token": context[-1],
                       "previous": words[int(windows[row, position - 1])] if position else "",
@@ -233,27 +235,42 @@ def top_contexts(activations: torch.Tensor, windows: torch.Tensor, neuron: int, 
     return found
 
 
+def _features(context: dict) -> list[str]:
+    """What a context may share with others, in a fixed order of preference: the token, its
+    category, the previous token, its category."""
+    found = [f"token is '{context['token']}'"]
+    if word_category(context["token"]) != context["token"]:
+        found.append(f"token is a {word_category(context['token'])}")
+    found.append(f"after '{context['previous']}'")
+    if word_category(context["previous"]) != context["previous"]:
+        found.append(f"after a {word_category(context['previous'])}")
+    return found
+
+
+_PREFERENCE = ("token is '", "token is a ", "after '", "after a ")
+
+
 def _pattern(contexts: list[dict]) -> tuple[str, float]:
     """The most shared feature of ``contexts`` (the token, its category, the previous token or
-    its category) and the fraction of contexts that have it."""
+    its category) and the fraction of contexts that have it. Ties go to the earlier kind of
+    ``_PREFERENCE``, then alphabetically, so the answer never depends on hashing."""
     features: Counter = Counter()
     for c in contexts:
-        found = {f"token is '{c['token']}'", f"after '{c['previous']}'"}
-        for where, word in (("token is", c["token"]), ("after", c["previous"])):
-            if word_category(word) != word:
-                found.add(f"{where} a {word_category(word)}")
-        features.update(found)
-    feature, count = features.most_common(1)[0]
-    return feature, count / len(contexts)
+        features.update(_features(c))
+    kind = lambda feature: next(i for i, prefix in enumerate(_PREFERENCE) if feature.startswith(prefix))  # noqa: E731
+    feature = min(features, key=lambda f: (-features[f], kind(f), f))
+    return feature, features[feature] / len(contexts)
 
 
 def neuron_patterns(activations: torch.Tensor, windows: torch.Tensor, k: int = 20) -> list[dict]:
     """For every neuron of one layer (``activations`` (N, n, d_ff)): the pattern its top ``k``
     contexts share most and how many of them share it. Returns [{"neuron", "pattern", "share",
     "examples"}], the most consistent neurons first (ties: the stronger top activation first)."""
+    top = activations.reshape(-1, activations.shape[-1]).topk(k, dim=0)  # every neuron at once
+    values, positions = top.values.T.tolist(), top.indices.T.tolist()
     found = []
     for neuron in range(activations.shape[-1]):
-        contexts = top_contexts(activations, windows, neuron, k)
+        contexts = _contexts(windows, values[neuron], positions[neuron])
         pattern, share = _pattern(contexts)
         found.append({"neuron": neuron, "pattern": pattern, "share": share,
                       "peak": contexts[0]["activation"], "examples": [c["context"] for c in contexts[:3]]})

@@ -31,8 +31,8 @@ NORMS = ("layer", "rms")
 
 
 def parameter_count(module: nn.Module) -> int:
-    """The number of trainable numbers in ``module`` (a parameter shared by two submodules, such as
-    tied embeddings, counts once). Works on modules built on the ``meta`` device, which hold no
+    """The number of numbers in ``module``'s parameters (a parameter shared by two submodules, such
+    as tied embeddings, counts once; frozen parameters count too). Works on modules built on the ``meta`` device, which hold no
     memory, so even a 3-billion-parameter layout can be counted."""
     return sum(p.numel() for p in module.parameters())
 

@@ -1,4 +1,5 @@
 # The course's two entry points: `make lab` and `make test`. Both create .venv when it is missing.
+# `sudo make hub` runs a class on JupyterHub on this machine (README: "Run a class on JupyterHub").
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +9,7 @@ LAB_PORT ?= 8888
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test install lock clean
+.PHONY: lab test install lock clean hub
 
 install: $(STAMP)
 
@@ -31,10 +32,19 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# JupyterHub's proxy, from npm (pinned by its package-lock.json), then the class hub (as root).
+HUB := deploy/jupyterhub
+$(HUB)/node_modules/.installed: $(HUB)/package.json $(HUB)/package-lock.json
+	npm ci --prefix $(HUB) --no-audit --no-fund
+	@touch $@
+
+hub: $(STAMP) $(HUB)/node_modules/.installed
+	$(HUB)/start.sh
+
 # Re-pin requirements/dev.lock from what .venv has now (maintainers, after changing pyproject.toml).
 lock: $(STAMP)
 	@echo "# Pinned development and CI environment (torch is installed first, separately). Regenerate: make lock" > requirements/dev.lock
 	$(BIN)/pip freeze --exclude-editable | grep -v -E '^(torch|attnlab)==' >> requirements/dev.lock
 
 clean:
-	rm -rf $(VENV) course test-artifacts
+	rm -rf $(VENV) course test-artifacts $(HUB)/node_modules

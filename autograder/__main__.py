@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--lesson", help="only this lesson (number or slug)")
     grade.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: the lesson's budget)")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    grade.add_argument("--db-url", help="the gradebook's database, shared by several graders, e.g. "
+                       "postgresql://user:password@host/gradebook (default: nbgrader's CourseDirectory.db_url, "
+                       "else the course's gradebook.db)")
 
     feedback = commands.add_parser("feedback", help="HTML feedback without hidden tests")
     feedback.add_argument("--course", type=_course, default=DEFAULT_COURSE)
@@ -58,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "grade":
         from autograder.grade import grade as run_grade
 
-        return run_grade(args.course, lesson(args.lesson).slug if args.lesson else None, args.cell_timeout, args.jobs)
+        return run_grade(args.course, lesson(args.lesson).slug if args.lesson else None, args.cell_timeout, args.jobs,
+                         db_url=args.db_url)
     from autograder.feedback import feedback as run_feedback
 
     chosen = [lesson(key) for key in args.lesson] if args.lesson else [l for l in LESSONS if l.graded]

@@ -41,13 +41,19 @@ import time
 import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import nbformat
+from jupyter_core.paths import jupyter_config_path
 from nbformat.v4 import new_output
-from nbgrader.api import Gradebook, MissingEntry
+from nbgrader.api import Base, Gradebook, MissingEntry
 from nbgrader.utils import compute_checksum
+from sqlalchemy import create_engine
+from sqlalchemy import text as sql
+from traitlets.config import Config
+from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
 from attnlab.lessons import Lesson
 from attnlab.lessons import lesson as find_lesson
@@ -139,11 +145,15 @@ def submission_notes(source: Path, release: Path, submitted: Path) -> list[str]:
         except Exception:  # noqa: BLE001 (any parse failure)
             notes.append(f"{notebook.name}: the notebook is not valid notebook JSON")
             continue
+        # Hidden-test cells are left out: the learner never had their source (only the marker), so
+        # nbgrader puts the source version back whatever the submitted cell holds.
+        hidden = hidden_test_cells(source)
         released = {}
         if (release / notebook.name).is_file():
             for cell in nbformat.read(release / notebook.name, as_version=4).cells:
                 meta = cell.metadata.get("nbgrader", {})
-                if meta.get("grade") and not meta.get("solution") and meta.get("checksum"):
+                if (meta.get("grade") and not meta.get("solution") and meta.get("checksum")
+                        and meta.get("grade_id") not in hidden):
                     released[meta["grade_id"]] = meta["checksum"]
         seen = set()
         for cell in cells:
@@ -199,10 +209,14 @@ class Settings:
     kernel_limits: sandbox.Limits | None = None
     worker_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=90, cpu_s=90, memory_bytes=2 * 1024**3))
     submission_wall_s: float | None = None  # the whole submission; derived from the others when None
-    max_cell_output_bytes: int = 256 * 1024
+    max_cell_output_bytes: int = 1024 * 1024  # an interactive figure sends its PNG twice (widget, static twin)
     max_notebook_output_bytes: int = 4 * 1024 * 1024
     log_bytes: int = 1024 * 1024  # of nbgrader's log and of the kernel's own output, each
+    db_url: str | None = None  # the gradebook (nbgrader's CourseDirectory.db_url); None: course/gradebook.db
     _kernels: Path | None = None
+
+    def gradebook(self, course: Path) -> str:
+        return self.db_url or f"sqlite:///{course / 'gradebook.db'}"
 
     def kernel_root(self) -> Path:
         """A short-pathed folder for this run's kernel sockets."""
@@ -254,9 +268,72 @@ def _copy_submission(source: Path, target: Path, outcome: Outcome) -> None:
         shutil.copyfile(path, target / rel)
 
 
-def _copy_gradebook(source: Path, target: Path) -> None:
-    with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
-        src.backup(dst)
+# The tables of nbgrader's gradebook that define the assignments (no students, no grades).
+_DEFINITIONS = ("course", "assignment", "notebook", "base_cell", "grade_cells", "solution_cells", "task_cells",
+                "source_cell")
+
+
+def _copy_gradebook(db_url: str, target: Path) -> None:
+    """The scratch gradebook of one submission: a copy of the course's SQLite gradebook or, from a
+    database server, the assignments' definitions (all that nbgrader autograde reads there)."""
+    if db_url.startswith("sqlite:///"):
+        with sqlite3.connect(db_url[len("sqlite:///"):]) as src, sqlite3.connect(target) as dst:
+            src.backup(dst)
+        return
+    source, copy = create_engine(db_url), create_engine(f"sqlite:///{target}")
+    try:
+        Base.metadata.create_all(copy)
+        with source.connect() as read, copy.begin() as write:
+            for table in Base.metadata.sorted_tables:  # parents before children
+                if table.name in _DEFINITIONS:
+                    rows = [dict(row) for row in read.execute(table.select()).mappings()]
+                    if rows:
+                        write.execute(table.insert(), rows)
+    finally:
+        source.dispose()
+        copy.dispose()
+
+
+# The key of the database-wide lock around a merge (any fixed number; the same in every grader).
+_MERGE_LOCK = 0x61746E6C
+
+
+@contextmanager
+def _exclusive(db_url: str):
+    """Hold a database-wide lock while one submission is written into a PostgreSQL gradebook.
+
+    nbgrader's Gradebook looks a row up, then inserts it if missing, in separate transactions (the
+    course row in its constructor, the student, the submission with one row per graded cell). Two
+    graders on two machines writing one database at once can both find a row missing and both insert
+    it: one then fails on the unique constraint and its submission is lost. The threading lock covers
+    the threads of one grader; this lock covers every grader on the database. A SQLite gradebook
+    is one machine's file, and SQLite locks it itself."""
+    if not db_url.startswith("postgresql"):
+        yield
+        return
+    engine = create_engine(db_url)
+    try:
+        with engine.connect() as connection:
+            connection.execute(sql("SELECT pg_advisory_lock(:key)"), {"key": _MERGE_LOCK})
+            try:
+                yield
+            finally:
+                connection.execute(sql("SELECT pg_advisory_unlock(:key)"), {"key": _MERGE_LOCK})
+    finally:
+        engine.dispose()
+
+
+def nbgrader_db_url(course: Path) -> str:
+    """The gradebook nbgrader uses for ``course``: ``CourseDirectory.db_url`` from an nbgrader_config.py
+    in the Jupyter config path or in the course directory (as nbgrader reads them), else
+    ``course/gradebook.db``."""
+    config = Config()
+    for folder in [*reversed(jupyter_config_path()), str(course)]:  # the later, the stronger
+        try:
+            config.merge(PyFileConfigLoader("nbgrader_config.py", path=folder).load_config())
+        except ConfigFileNotFound:
+            pass
+    return config.CourseDirectory.get("db_url") or f"sqlite:///{course / 'gradebook.db'}"
 
 
 def _kernelspec(folder: Path) -> Path:
@@ -337,7 +414,7 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
     shutil.copytree(course / "source" / assignment, scratch_course / "source" / assignment)
     _copy_submission(course / "submitted" / student / assignment, submitted, outcome)
     with lock:
-        _copy_gradebook(course / "gradebook.db", scratch_course / "gradebook.db")
+        _copy_gradebook(settings.gradebook(course), scratch_course / "gradebook.db")
     for text in submission_notes(course / "source" / assignment, course / "release" / assignment, submitted):
         outcome.note(text)
 
@@ -361,7 +438,9 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
          f"--Execute.kernel_name={KERNEL}", "--KernelManager.transport=ipc",
          f"--KernelManager.ip={runtime / 'kernel'}", f"--KernelManager.connection_file={runtime / 'kernel.json'}",
          f"--BoundedExecute.max_cell_output_bytes={settings.max_cell_output_bytes}",
-         f"--BoundedExecute.max_notebook_output_bytes={settings.max_notebook_output_bytes}"],
+         f"--BoundedExecute.max_notebook_output_bytes={settings.max_notebook_output_bytes}",
+         # the scratch gradebook, whatever nbgrader's own setting says: only _merge writes the real one
+         f"--CourseDirectory.db_url=sqlite:///{scratch_course / 'gradebook.db'}"],
         cwd=scratch_course, env=env, timeout=min(limits.wall_s + 120, deadline.left()),
         log=log_dir / f"{student}.log", limit=settings.log_bytes,
     )
@@ -377,8 +456,8 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
         if done.get("reason"):
             outcome.note(f"notebook kernel {done['reason']}")
         if done.get("dropped_output_bytes"):
-            outcome.note(f"the kernel wrote {done['dropped_output_bytes'] + limits.output_bytes} bytes to its own "
-                         f"output; logs/{assignment}/{student}.kernel.log keeps the first {limits.output_bytes}")
+            outcome.note(f"the kernel wrote more than {limits.output_bytes} bytes to its own output; "
+                         f"logs/{assignment}/{student}.kernel.log keeps the first {limits.output_bytes}")
     if code == 124:
         outcome.note(f"nbgrader was stopped at the submission's time limit of {deadline.seconds:g} s")
     elif code != 0:
@@ -402,7 +481,7 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
         write_verdicts(autograded, course / "source" / assignment, verdicts)
     with lock:
         _merge(course, scratch_course, lesson, student, verdicts, outcome,
-               hidden_test_cells(course / "source" / assignment))
+               hidden_test_cells(course / "source" / assignment), settings.gradebook(course))
         if autograded.is_dir():
             target = course / "autograded" / student / assignment
             if target.exists():
@@ -452,10 +531,11 @@ def write_verdicts(autograded: Path, source: Path, verdicts: trusted.TrustedResu
 
 
 def _merge(course: Path, scratch_course: Path, lesson: Lesson, student: str,
-           verdicts: trusted.TrustedResult, outcome: Outcome, hidden: set[str]) -> None:
+           verdicts: trusted.TrustedResult, outcome: Outcome, hidden: set[str], db_url: str | None = None) -> None:
     """Write the submission's grades into the real gradebook (the caller holds the lock).
     ``hidden``: grade ids of hidden-test cells, which carry no test in the notebook (so the
-    notebook's score for them means nothing)."""
+    notebook's score for them means nothing). ``db_url``: the real gradebook, when it is not
+    the course's gradebook.db."""
     assignment = lesson.slug
     with Gradebook(f"sqlite:///{scratch_course / 'gradebook.db'}") as scratch_book:
         try:
@@ -466,7 +546,8 @@ def _merge(course: Path, scratch_course: Path, lesson: Lesson, student: str,
             comments = {(c.notebook.name, c.name): c.auto_comment for nb in done.notebooks for c in nb.comments}
         except MissingEntry:
             timestamp, found, comments = None, {}, {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as book, warnings.catch_warnings():
+    db_url = db_url or f"sqlite:///{course / 'gradebook.db'}"
+    with _exclusive(db_url), Gradebook(db_url) as book, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SQLAlchemy's autoflush notices from inside nbgrader's API
         book.update_or_create_student(student)
         extra = {"timestamp": timestamp} if timestamp else {}
@@ -520,8 +601,10 @@ def write_report(course: Path, outcomes: list[Outcome]) -> Path:
 
 
 def grade(course: Path, assignment: str | None = None, cell_timeout: int | None = None, jobs: int = 1,
-          settings: Settings | None = None) -> int:
-    """Grade every collected submission (of ``assignment``, if given); 1 if any failed."""
+          settings: Settings | None = None, db_url: str | None = None) -> int:
+    """Grade every collected submission (of ``assignment``, if given); 1 if any failed. The grades
+    go to ``db_url`` (a database several graders can share, e.g. PostgreSQL), else to nbgrader's
+    own setting for the course, else to course/gradebook.db."""
     todo = submissions(course, assignment)
     if not todo:
         print(f"No submissions under {course / 'submitted'}" + (f" for {assignment}" if assignment else ""))
@@ -532,6 +615,7 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
         print("Refusing to run submissions without it.")
         return 2
     settings = settings or Settings(cell_timeout=cell_timeout)
+    settings = replace(settings, db_url=db_url or settings.db_url or nbgrader_db_url(course))
     settings.kernel_root()  # made once, before the threads share it
     lock = threading.Lock()
     run = os.environ[sandbox.RUN_ENV] = uuid.uuid4().hex[:8]  # inherited by every sandbox launcher
@@ -548,7 +632,8 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
         settings._kernels = None
         sandbox.sweep_cgroups(run)
     report = write_report(course, outcomes)
-    export = nbgrader(course, "export", "--to", str(course / GRADES))
+    export = nbgrader(course, "export", f"--CourseDirectory.db_url={settings.gradebook(course)}",
+                      "--to", str(course / GRADES))
     if export.returncode != 0:
         print(f"nbgrader export failed (exit {export.returncode}):\n{export.output[-2000:]}")
         return 1

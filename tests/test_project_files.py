@@ -6,6 +6,7 @@ import re
 import tomllib
 
 import yaml
+from packaging.requirements import Requirement
 
 from attnlab.lessons import LESSONS, exercise_modules, lesson, owner
 from autograder import paths
@@ -16,8 +17,31 @@ CONDA_NAMES = {"torch": "pytorch", "playwright": "playwright-python"}
 
 
 def _split(requirement: str) -> tuple[str, str]:
-    name, spec = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", requirement).groups()
+    """(name, version specifier) of a requirement, its platform marker left out."""
+    name, spec = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", requirement.split(";")[0]).groups()
     return name.lower(), spec.replace(" ", "")
+
+
+def test_pyproject_installs_platform_specific_packages_where_the_lock_does():
+    project = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())["project"]
+    markers = _lock_markers()
+    for group in ("dev", "gpu"):
+        for line in project["optional-dependencies"][group]:
+            requirement = Requirement(line)
+            if requirement.name.lower() in markers:
+                assert str(requirement.marker) == markers[requirement.name.lower()], (
+                    f"pyproject's {group} extra installs {requirement.name} with marker {requirement.marker}, "
+                    f"requirements/dev.lock with {markers[requirement.name.lower()]}")
+
+
+def _lock_markers() -> dict[str, str]:
+    """Packages that requirements/dev.lock installs only on some platforms -> their marker."""
+    markers = {}
+    for line in (paths.ROOT / "requirements" / "dev.lock").read_text().splitlines():
+        if line and not line.startswith("#") and ";" in line:
+            requirement = Requirement(line)
+            markers[requirement.name.lower()] = str(requirement.marker)
+    return markers
 
 
 def test_environment_yml_lists_what_pyproject_lists_with_the_same_versions():
@@ -25,13 +49,26 @@ def test_environment_yml_lists_what_pyproject_lists_with_the_same_versions():
     wanted = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
     env = yaml.safe_load((paths.ROOT / "environment.yml").read_text())
     conda = dict(_split(item) for item in env["dependencies"] if isinstance(item, str))
+    pip_section = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
+    # pip installs what conda cannot install everywhere, with a platform marker (PEP 508)
+    pip = {Requirement(line).name.lower(): Requirement(line) for line in pip_section if not line.startswith("-")}
+    markers = _lock_markers()
     for requirement in wanted:
         name, spec = _split(requirement)
+        if name in markers:
+            assert name in pip and name not in conda, (
+                f"{name} is for some platforms only (requirements/dev.lock: {markers[name]}): environment.yml "
+                "must install it in its pip section with that marker, not as a conda package")
+            assert str(pip[name].specifier) == spec, f"{name}: environment.yml says {pip[name].specifier}, pyproject {spec!r}"
+            assert str(pip[name].marker) == markers[name], (
+                f"{name}: environment.yml's marker {pip[name].marker} differs from requirements/dev.lock's {markers[name]}")
+            continue
         conda_name = CONDA_NAMES.get(name, name)
         assert conda_name in conda, f"environment.yml lacks {conda_name} (pyproject: {requirement})"
         assert conda[conda_name] == spec, f"{conda_name}: environment.yml says {conda[conda_name]!r}, pyproject {spec!r}"
-    pip_section = next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
-    assert any(line.endswith("-e .") for line in pip_section), "environment.yml must install the course itself"
+    assert "-e ." in pip_section, "environment.yml must install the course itself (pip: -e .)"
+    # conda writes the pip section to a requirements file: only options pip accepts there may appear
+    assert not [line for line in pip_section if line.startswith("--no-deps")], "pip rejects --no-deps in a requirements file"
     python = project["requires-python"]
     assert f"python{python}" in conda or conda.get("python") == python
 

@@ -44,7 +44,9 @@ hub: $(STAMP) $(HUB)/node_modules/.installed
 # Re-pin requirements/dev.lock from what .venv has now (maintainers, after changing pyproject.toml).
 lock: $(STAMP)
 	@echo "# Pinned development and CI environment (torch is installed first, separately). Regenerate: make lock" > requirements/dev.lock
-	$(BIN)/pip freeze --exclude-editable | grep -v -E '^(torch|attnlab)==' >> requirements/dev.lock
+	@# Triton has wheels for Linux only: its pin keeps the platform marker of pyproject.toml.
+	$(BIN)/pip freeze --exclude-editable | grep -v -E '^(torch|attnlab)==' \
+		| sed -E 's/^(triton==[^;]*)$$/\1; sys_platform != "darwin" and sys_platform != "win32"/' >> requirements/dev.lock
 
 clean:
 	rm -rf $(VENV) course test-artifacts $(HUB)/node_modules

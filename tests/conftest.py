@@ -36,3 +36,24 @@ def built_course(tmp_path_factory):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return course
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run", "--headless",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's Chromium through Playwright, launched once for the whole session and shared by the
+    browser tests (tests/browser/) and the class-hub tests (tests/hub/): Playwright's sync API
+    runs one instance per thread, so a second ``sync_playwright()`` while the first lives fails.
+    Callers check first that Chromium and Playwright exist (each says why when they do not)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -249,3 +250,33 @@ def test_the_benchmark_command_writes_valid_json(tmp_path):
         assert goals["tiled_memory_bytes"] > 0 and "met" in goals
     assert data["cpu"]["goals_one_thread"]["threads"] == 1
     assert "CPU goals" in done.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two cores")
+def test_fewer_cores_pins_every_thread_and_lets_go_after():
+    import threading
+
+    cores = os.sched_getaffinity(0)
+    seen = {}
+    with bench.fewer_cores(1):
+        seen["main"] = os.sched_getaffinity(0)
+        worker = threading.Thread(target=lambda: seen.setdefault("new thread", os.sched_getaffinity(0)))
+        worker.start()
+        worker.join()
+        torch.ones(1 << 16).sum()  # PyTorch's own threads, too
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+        pinned = {tid: os.sched_getaffinity(tid) for tid in tids}
+    keep = min(len(cores), torch.get_num_threads()) - 1
+    assert seen["main"] == seen["new thread"] == set(sorted(cores)[:keep])
+    assert all(len(c) == keep for c in pinned.values()), pinned
+    assert all(os.sched_getaffinity(tid) == cores for tid in map(int, os.listdir("/proc/self/task")))
+    with pytest.raises(RuntimeError, match="none left"):
+        with bench.fewer_cores(len(cores)):
+            pass
+    with bench.torch_threads(1), pytest.raises(RuntimeError, match="none left"):
+        with bench.fewer_cores(1):  # one thread: no core to take away
+            pass
+    with pytest.raises(ValueError, match="positive int"):
+        with bench.fewer_cores(0):
+            pass

@@ -1,7 +1,8 @@
 """Timing, memory, device detection and recorded results.
 
 - ``environment_report()``: what this machine offers the course (lesson 00).
-- ``torch_threads(n)``: run a block with n CPU threads for torch.
+- ``torch_threads(n)``: run a block with n CPU threads for torch; ``fewer_cores(1)``: run a block
+  with one core fewer than torch has threads (Linux), the busy machine of lesson 09, for certain.
 - ``time_call(fn, device)``: median time of repeated calls after warm-up (CUDA events on a GPU; on
   a CPU the wall clock, or with ``clock="thread"`` the CPU time of the calling thread, which other
   programs on the machine barely change: see ``cpu_clock``).
@@ -95,6 +96,45 @@ def torch_threads(count: int | None):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def _pin_every_thread(cores: set[int]) -> None:
+    """Set the CPU affinity of every thread of this process (Linux: one entry per thread in
+    /proc/self/task). Threads created later inherit the affinity of the thread that creates them."""
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cores)
+        except ProcessLookupError:  # the thread ended in the meantime
+            pass
+
+
+@contextlib.contextmanager
+def fewer_cores(missing: int = 1):
+    """Run the block on ``missing`` fewer cores than PyTorch has threads (its setting unchanged).
+
+    Every thread of the process (PyTorch's pool included, and threads started inside the block) is
+    pinned to the first ``min(cores, torch.get_num_threads()) - missing`` of the cores it may use,
+    and unpinned after the block. So two of PyTorch's threads share a core, as when another program
+    (a browser, a second notebook) keeps a core busy, except that it happens for certain instead of
+    when the operating system's scheduler happens to put them there. Linux only
+    (``os.sched_setaffinity``): RuntimeError elsewhere, and when no core would be left.
+    """
+    import torch
+
+    if not hasattr(os, "sched_setaffinity") or not os.path.isdir("/proc/self/task"):
+        raise RuntimeError("fewer_cores needs Linux (os.sched_setaffinity and /proc/self/task)")
+    if isinstance(missing, bool) or not isinstance(missing, int) or missing < 1:
+        raise ValueError(f"missing must be a positive int, got {missing!r}")
+    cores = sorted(os.sched_getaffinity(0))
+    keep = min(len(cores), torch.get_num_threads()) - missing
+    if keep < 1:
+        raise RuntimeError(f"torch uses {torch.get_num_threads()} thread(s) on {len(cores)} core(s): "
+                           f"none left after taking away {missing}")
+    _pin_every_thread(set(cores[:keep]))
+    try:
+        yield
+    finally:
+        _pin_every_thread(set(cores))
 
 
 CLOCKS = ("wall", "thread")

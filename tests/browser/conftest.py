@@ -18,10 +18,6 @@ import pytest
 from labdriver import ROOT, Lab, LabServer
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 VIEWPORT = {"width": 1400, "height": 900}
 
@@ -67,21 +63,14 @@ def _unavailable() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def browser():
+def browser(request):
     reason = _unavailable()
     if reason:
         if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
             pytest.fail(f"CI=true: {reason.replace('skipped', 'cannot run')}", pytrace=False)
         _skipped_because.append(reason)
         pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=[*CHROMIUM_FLAGS, "--headless"]
-        )
-        yield chromium
-        chromium.close()
+    return request.getfixturevalue("chromium")  # the session's one Chromium (tests/conftest.py)
 
 
 def artifacts_for(name: str) -> Path:

@@ -55,7 +55,9 @@ def _move_first_control(figure) -> str:
     if "checkbox" in kind and checkbox.count():
         checkbox.first.click()
         return "ticked the box"
-    text.first.fill(text.first.input_value() + " the")
+    value = text.first.input_value()
+    # something the box accepts: one more digit for a string of digits, one more word for a prompt
+    text.first.fill(value + "7" if value.isdigit() else value + " the")
     text.first.press("Enter")
     return "typed into the box"
 
@@ -71,6 +73,8 @@ def test_the_interactive_figure_redraws(borrowing_server, lab_factory, lesson):
     before = picture.get_attribute("src")
     lab.shot(f"lesson-{lesson.number}-figure-before", figure)
     done = _move_first_control(figure)
-    lab.page.wait_for_function("([img, src]) => img.getAttribute('src') !== src",
-                               arg=[picture.element_handle(), before], timeout=60_000)
+    # The HTML widget replaces its <img> on each redraw: look the picture up again inside the box.
+    lab.page.wait_for_function("([box, src]) => { const img = box.querySelector('img');"
+                               " return img !== null && img.getAttribute('src') !== src; }",
+                               arg=[figure.element_handle(), before], timeout=60_000)
     lab.shot(f"lesson-{lesson.number}-figure-after ({done})", figure)

@@ -143,8 +143,9 @@ def class_hub():
 
 
 @pytest.fixture(scope="package")
-def hub_browser():
-    """Debian's Chromium through Playwright (as tests/browser/ drives it)."""
+def hub_browser(request):
+    """Debian's Chromium through Playwright: the session's one instance (tests/conftest.py), which
+    tests/browser/ drives too."""
     reason = None
     if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
         reason = "class-hub browser test skipped: Debian's chromium is not installed (apt-get install chromium)"
@@ -154,16 +155,7 @@ def hub_browser():
         except ImportError:
             reason = "class-hub browser test skipped: Python's playwright is not installed (make install)"
     skip_or_fail(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--headless"],
-        )
-        yield chromium
-        chromium.close()
+    return request.getfixturevalue("chromium")
 
 
 @pytest.fixture(scope="package")

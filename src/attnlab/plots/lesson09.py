@@ -15,6 +15,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from attnlab.bench import series
+
 __all__ = ["gpu_results_figure", "online_softmax_figure", "online_softmax_state", "roofline_figure",
            "tiling_diagram"]
 
@@ -228,19 +230,6 @@ def roofline_figure(peak_flops: float, bandwidth: float,
 # --------------------------------------------------------------------------------------------
 
 
-def _series(records, value, **where) -> dict[str, tuple[list, list]]:
-    out: dict[str, tuple[list, list]] = {}
-    for record in records:
-        if record.get("error") or record.get(value) is None:
-            continue
-        if any(record.get(key) != wanted for key, wanted in where.items()):
-            continue
-        ns, values = out.setdefault(record["impl"], ([], []))
-        ns.append(record["n"])
-        values.append(record[value])
-    return out
-
-
 def gpu_results_figure(records: Sequence[dict], title: str) -> Figure:
     """TFLOP/s (top) and peak memory (bottom) against n, one line per implementation, one column
     per (d, causal) setting of the records (``attnlab.bench.gpu_comparison``'s format)."""
@@ -254,7 +243,7 @@ def gpu_results_figure(records: Sequence[dict], title: str) -> Figure:
         for row, (value, scale, ylabel) in enumerate((("tflops", 1, "throughput (TFLOP/s)"),
                                                        ("memory_bytes", 1 / MiB, "peak memory (MiB, log scale)"))):
             ax = axes[row, col]
-            for index, (name, (ns, values)) in enumerate(_series(records, value, d=d, causal=causal).items()):
+            for index, (name, (ns, values)) in enumerate(series(records, value, d=d, causal=causal).items()):
                 ax.plot(ns, [v * scale for v in values], marker="o", label=name, color=f"C{index}")
             ax.set_xscale("log")
             if row:

@@ -377,12 +377,13 @@ def _argv(argv: list[str], config: Config) -> list[str]:
     for name in _HOST_ETC:
         if Path("/etc", name).exists():
             view.bind(str(Path("/etc", name).resolve()), f"/etc/{name}")
-    for root in _python_roots():
-        view.bind(root)
     view.args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev"]
     view.made.update({"/proc", "/dev"})
     view.tmpfs("/dev/shm", size, "1777")
     view.tmpfs("/tmp", size, "1777")
+    # After the private /tmp: a course (and its environment) installed under /tmp stays visible.
+    for root in _python_roots():
+        view.bind(root)
     for inside, host in sorted(config.readonly.items()):
         view.bind(host, inside)
     view.bind(config.workdir, _INBOX)

@@ -44,8 +44,10 @@ def _move_first_control(figure) -> str:
     kind = first.get_attribute("class") or ""
     if "widget-dropdown" in kind and select.count():
         options = select.first.locator("option").all_inner_texts()
-        select.first.select_option(index=1 if len(options) > 1 else 0)
-        return f"chose {options[1 if len(options) > 1 else 0]!r}"
+        current = select.first.evaluate("s => s.selectedIndex")
+        other = next((i for i in range(len(options)) if i != current), current)  # not the shown one
+        select.first.select_option(index=other)
+        return f"chose {options[other]!r}"
     if "slider" in kind and readout.count():
         handle = first.locator(".noUi-handle, .ui-slider-handle").first
         handle.focus()

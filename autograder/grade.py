@@ -531,11 +531,11 @@ def write_verdicts(autograded: Path, source: Path, verdicts: trusted.TrustedResu
 
 
 def _merge(course: Path, scratch_course: Path, lesson: Lesson, student: str,
-           verdicts: trusted.TrustedResult, outcome: Outcome, hidden: set[str], db_url: str | None = None) -> None:
+           verdicts: trusted.TrustedResult, outcome: Outcome, hidden: set[str], db_url: str) -> None:
     """Write the submission's grades into the real gradebook (the caller holds the lock).
     ``hidden``: grade ids of hidden-test cells, which carry no test in the notebook (so the
-    notebook's score for them means nothing). ``db_url``: the real gradebook, when it is not
-    the course's gradebook.db."""
+    notebook's score for them means nothing). ``db_url``: the real gradebook
+    (``Settings.gradebook``)."""
     assignment = lesson.slug
     with Gradebook(f"sqlite:///{scratch_course / 'gradebook.db'}") as scratch_book:
         try:
@@ -546,7 +546,6 @@ def _merge(course: Path, scratch_course: Path, lesson: Lesson, student: str,
             comments = {(c.notebook.name, c.name): c.auto_comment for nb in done.notebooks for c in nb.comments}
         except MissingEntry:
             timestamp, found, comments = None, {}, {}
-    db_url = db_url or f"sqlite:///{course / 'gradebook.db'}"
     with _exclusive(db_url), Gradebook(db_url) as book, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # SQLAlchemy's autoflush notices from inside nbgrader's API
         book.update_or_create_student(student)

@@ -39,6 +39,19 @@ def built_course(tmp_path_factory):
 
 
 CHROMIUM = Path("/usr/bin/chromium")
+
+
+def chromium_missing() -> str | None:
+    """What the browser-driven tests lack here (Debian's Chromium, Python's playwright), or None."""
+    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
+        return "Debian's chromium is not installed (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "Python's playwright is not installed (make install)"
+    return None
+
+
 CHROMIUM_FLAGS = [
     "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--headless",

@@ -17,7 +17,8 @@ import pytest
 
 from labdriver import ROOT, Lab, LabServer
 
-CHROMIUM = Path("/usr/bin/chromium")
+from tests.conftest import chromium_missing
+
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 VIEWPORT = {"width": 1400, "height": 900}
 
@@ -53,13 +54,8 @@ def pytest_terminal_summary(terminalreporter):
 
 def _unavailable() -> str | None:
     """Why the browser tests cannot run here, or None when they can."""
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        return "browser tests skipped: Debian's chromium is not installed (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "browser tests skipped: Python's playwright is not installed (make install)"
-    return None
+    missing = chromium_missing()
+    return f"browser tests skipped: {missing}" if missing else None
 
 
 @pytest.fixture(scope="session")

@@ -40,10 +40,20 @@ _NOTEBOOK_IDLE = """(panel) => {
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free localhost ports (held open together while chosen, so never the same twice)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
 
 
 class LabServer:
@@ -62,7 +72,7 @@ class LabServer:
         # nbgrader reads an nbgrader_config.py from the Jupyter config folder too (the machine-wide
         # settings of a class, such as where its exchange is), before the course directory's own.
         self.nbgrader_config = nbgrader_config
-        self.port = _free_port()
+        self.port = free_port()
         self.token = secrets.token_hex(16)
         self.base = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen | None = None

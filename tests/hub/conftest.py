@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import chromium_missing
 from tests.hub.hubdriver import DEPLOY, ROOT, SUMMARY, Hub, Postgres, add_user, postgres_bin, remove_users
 
 ARTIFACTS = ROOT / "test-artifacts" / "hub"
 INSTRUCTOR = "attnhub-teach"
 LEARNERS = tuple(f"attnhub-l{number:02d}" for number in range(1, 11))
 GROUPS = ("attnhub-learners", "attnhub-teachers")  # the tests' own, removed afterwards
-CHROMIUM = Path("/usr/bin/chromium")
 HERE = Path(__file__).parent
 
 _skipped_because: list[str] = []
@@ -146,15 +146,8 @@ def class_hub():
 def hub_browser(request):
     """Debian's Chromium through Playwright: the session's one instance (tests/conftest.py), which
     tests/browser/ drives too."""
-    reason = None
-    if not (CHROMIUM.is_file() and os.access(CHROMIUM, os.X_OK)):
-        reason = "class-hub browser test skipped: Debian's chromium is not installed (apt-get install chromium)"
-    else:
-        try:
-            import playwright.sync_api  # noqa: F401
-        except ImportError:
-            reason = "class-hub browser test skipped: Python's playwright is not installed (make install)"
-    skip_or_fail(reason)
+    missing = chromium_missing()
+    skip_or_fail(f"class-hub browser test skipped: {missing}" if missing else None)
     return request.getfixturevalue("chromium")
 
 

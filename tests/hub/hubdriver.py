@@ -14,7 +14,6 @@ import json
 import os
 import pwd
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.browser.labdriver import free_port, free_ports
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy" / "jupyterhub"
 sys.path.insert(0, str(DEPLOY))
@@ -37,22 +38,6 @@ from settings import Settings  # noqa: E402 (deploy/jupyterhub is not a package)
 # Lines the tests report (times, memory), printed at the end of the run by conftest.py, where
 # pytest does not swallow them as it does a passing test's output.
 SUMMARY: list[str] = []
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free localhost ports (held open together while chosen, so never the same twice)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

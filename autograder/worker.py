@@ -16,9 +16,10 @@ A call is ``{"id", "recipe", "target", "args", "kwargs"}``. Recipes:
   gradients; the sum of each output times its cotangent array (``cotangents``, one per output, or
   None) is differentiated, and the gradients of those arguments are returned.
 
-Other recipes live in ``autograder.recipes``. A call may name ``forbidden`` aten operators (name
-prefixes): if the learner's code calls one, the call's answer is ``{"status": "forbidden"}`` with a
-message saying which (``ForbiddenCalls``).
+Other recipes live in ``autograder.recipes``. A call may name ``forbidden`` operators (name
+prefixes, from ``attnlab.shortcuts.FORBIDDEN``, the table the visible checks read too): if the
+learner's code calls one, the call's answer is ``{"status": "forbidden"}`` with a message saying
+which (``attnlab.shortcuts.ForbiddenCalls``).
 
 An argument is a JSON value or ``{"array": name, "as": "torch"|"numpy"}``.
 """
@@ -34,6 +35,8 @@ import sys
 import traceback
 
 import numpy as np
+
+from attnlab.shortcuts import ForbiddenCalls
 
 try:  # as part of the autograder package (trusted side), or beside this file (in the sandbox)
     from autograder import recipes as _recipes
@@ -89,67 +92,6 @@ def _argument(spec, arrays):
 
 def _dtype_name(value) -> str:
     return str(getattr(value, "dtype", type(value).__name__)).replace("torch.", "")
-
-
-# What a forbidden aten operator is called where learners meet it.
-_FORBIDDEN_NAMES = {
-    "_softmax": "softmax (torch.softmax, F.softmax or Tensor.softmax)",
-    "_safe_softmax": "F.scaled_dot_product_attention (its masked softmax, aten._safe_softmax)",
-    "_log_softmax": "log_softmax (torch.log_softmax or F.log_softmax)",
-    "_scaled_dot_product": "F.scaled_dot_product_attention",
-    "scaled_dot_product": "F.scaled_dot_product_attention",
-}
-
-
-class ForbiddenCalls:
-    """A context that records calls of forbidden torch operators, by aten name prefix.
-
-    It watches below every Python alias (``torch.softmax``, ``F.softmax``, ``Tensor.softmax``,
-    ``torch.ops.aten._softmax``...): each reaches the dispatcher as the same aten operator.
-    """
-
-    def __init__(self, prefixes):
-        self.prefixes = tuple(prefixes)
-        self.seen: list[str] = []
-
-    def _saw(self, name: str, functions: bool) -> None:
-        for prefix in self.prefixes:
-            wanted = prefix.lstrip("_") if functions else prefix
-            if name.startswith(wanted) and prefix not in self.seen:
-                self.seen.append(prefix)
-
-    def __enter__(self):
-        if not self.prefixes:
-            return self
-        from torch.overrides import TorchFunctionMode
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        watcher = self
-
-        class Functions(TorchFunctionMode):  # torch.softmax, F.scaled_dot_product_attention, ...
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                watcher._saw(getattr(func, "__name__", ""), functions=True)
-                return func(*args, **(kwargs or {}))
-
-        class Operators(TorchDispatchMode):  # what every path reaches: aten._softmax, ...
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                watcher._saw(str(func).split(".", 1)[-1], functions=False)  # "aten._softmax.default"
-                return func(*args, **(kwargs or {}))
-
-        self.modes = [Operators(), Functions()]
-        for mode in self.modes:
-            mode.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        for mode in reversed(getattr(self, "modes", [])):
-            mode.__exit__(*exc)
-        return False
-
-    def message(self) -> str:
-        names = ", ".join(dict.fromkeys(_FORBIDDEN_NAMES.get(p, p) for p in self.seen))
-        return (f"calls {names}, which this exercise asks you to write yourself "
-                "(the check compares with it, so using it proves nothing)")
 
 
 def run_call(module, call: dict, arrays: dict[str, np.ndarray], out: dict[str, np.ndarray],

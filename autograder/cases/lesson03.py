@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from attnlab.shortcuts import forbidden
 from autograder.cases import Case, Inputs
 
 # masked_attention is the learner's own: PyTorch's attention would do the masking for them. Its
 # entry point, its kernels, and the safe softmax of its math path (all that a dispatch-level
-# recorder sees of it on a CPU).
-_NO_FUSED_ATTENTION = ("scaled_dot_product_attention", "_scaled_dot_product", "_safe_softmax")
+# recorder sees of it on a CPU). The visible check polices the same table.
+_NO_FUSED_ATTENTION = forbidden("masking.masked_attention")
 
 
 def _causal(grade_id, n_q, n_k=None, label=""):

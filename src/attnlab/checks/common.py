@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import inspect
 import math
+import sys
 import sysconfig
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -293,25 +295,116 @@ def your_line(tb) -> str:
     for frame in reversed(traceback.extract_tb(tb)):
         path = Path(frame.filename).resolve()
         ours = path.stem in exercise_modules() and _CHECKS_DIR not in path.parents
-        if not ours and (_CHECKS_DIR in path.parents or _STDLIB in path.parents or "site-packages" in path.parts):
+        support = _CHECKS_DIR in path.parents or path.parent == _CHECKS_DIR.parent  # attnlab's own modules
+        if not ours and (support or _STDLIB in path.parents or "site-packages" in path.parts):
             continue
         code = f": {frame.line.strip()}" if frame.line else ""
         return f"{path.name}, line {frame.lineno}, in {frame.name}{code}"
     return ""
 
 
-def run_checks(name: str, cases: Sequence[tuple[str, Callable[[], None]]]) -> None:
-    """Run ``cases`` (description, function) in order; print one line if all pass.
+class Waiting(Exception):
+    """A case that cannot run yet: it needs an exercise of a later lesson that is not written.
+
+    ``run_checks`` raises nothing for it: it prints the case as waiting, never counts it as passed,
+    and the later lesson runs it again (``rerun_waiting``)."""
+
+    def __init__(self, lesson: str, reason: str):
+        super().__init__(reason)
+        self.lesson, self.reason = lesson, reason
+
+
+@dataclass
+class CheckReport:
+    """What the last run of a check found: cases passed, and cases waiting (description, lesson)."""
+
+    name: str
+    passed: int
+    waiting: list[tuple[str, str]]
+
+    def line(self) -> str:
+        text = f"✓ {self.name}: {self.passed} checks passed"
+        if self.waiting:
+            lessons = sorted({lesson for _, lesson in self.waiting})
+            cases = ", ".join(f"'{description}'" for description, _ in self.waiting)
+            text += (f"; {len(self.waiting)} {'waits' if len(self.waiting) == 1 else 'wait'} for lesson "
+                     f"{' and '.join(lessons)} ({cases}: not run, not counted; lesson "
+                     f"{lessons[-1]} runs {'it' if len(self.waiting) == 1 else 'them'} again)")
+        return text
+
+
+LAST_REPORTS: dict[str, CheckReport] = {}  # check name -> its last report (attnlab.progress reads it)
+
+# Checks with cases that wait for a later lesson, by that lesson: (exercise module, check function,
+# names of the module's exercises it is given). ``rerun_waiting`` runs them in the later lesson;
+# a test proves that no other check has a case that waits.
+WAITS_FOR: dict[str, tuple[tuple[str, str, tuple[str, ...]], ...]] = {
+    "05": (("multihead", "check_multi_head_attention", ("MultiHeadAttention",)),
+           ("multihead", "check_kv_cache", ("KVCache", "MultiHeadAttention"))),
+}
+
+
+def rerun_waiting(lesson: str) -> list[CheckReport]:
+    """Run again, on your own code, the checks of earlier lessons whose cases waited for
+    ``lesson`` (say "05": lesson 04's rotary cases need lesson 05's ``apply_rope``)."""
+    import importlib
+
+    checks = importlib.import_module("attnlab.checks")
+    reports = []
+    for module_name, check, names in WAITS_FOR.get(lesson, ()):
+        module = importlib.import_module(f"attnlab.{module_name}")
+        getattr(checks, check)(*(getattr(module, name) for name in names))
+        reports.append(list(LAST_REPORTS.values())[-1])  # run_checks stores the newest last
+    return reports
+
+
+def _lesson_of_caller(depth: int = 2) -> str | None:
+    """The lesson number of the checks module that called ``run_checks`` (``checks.lesson04``)."""
+    module = sys._getframe(depth).f_globals.get("__name__", "")
+    tail = module.rsplit(".", 1)[-1]
+    return tail[len("lesson"):] if tail.startswith("lesson") and tail[len("lesson"):].isdigit() else None
+
+
+def later_lesson_not_written(error: NotImplementedError, lesson: str | None) -> str | None:
+    """The number of the lesson whose unwritten exercise raised ``error``, if it comes after
+    ``lesson`` (so the case waits for it); None if the stub belongs to ``lesson`` or earlier."""
+    from attnlab.lessons import exercise_modules, owner
+
+    if lesson is None:
+        return None
+    for frame in reversed(traceback.extract_tb(error.__traceback__)):
+        stem = Path(frame.filename).stem
+        if stem in exercise_modules() and _CHECKS_DIR not in Path(frame.filename).resolve().parents:
+            later = owner(stem).number
+            return later if later > lesson else None
+    return None
+
+
+def run_checks(name: str, cases: Sequence[tuple[str, Callable[[], None]]], *,
+               lesson: str | None = None) -> CheckReport:
+    """Run ``cases`` (description, function) in order; print one line if none fails.
 
     A failing case raises ``CheckFailed`` (an ``AssertionError``) naming the check and the case,
     shown in a few lines. A stub's ``NotImplementedError`` propagates unchanged but for the same
-    short display. Any other error raised by the learner's code is reported as a failure of that
-    case, with the line of their code that raised.
+    short display, unless the stub belongs to a later lesson than the check's (``lesson``, by
+    default read from the calling module's name, ``attnlab.checks.lessonNN``): that case, like one
+    that raises ``Waiting``, waits. It is printed as waiting and not counted; it never passes.
+    Any other error raised by the learner's code is reported as a failure of that case, with the
+    line of their code that raised.
     """
+    lesson = lesson or _lesson_of_caller()
+    report = CheckReport(name, 0, [])
     for description, case in cases:
         try:
             case()
+        except Waiting as waiting:
+            report.waiting.append((description, waiting.lesson))
+            continue
         except NotImplementedError as error:
+            later = later_lesson_not_written(error, lesson)
+            if later:
+                report.waiting.append((description, later))
+                continue
             lines = short_traceback("NotImplementedError", str(error), your_line(error.__traceback__))
             error._render_traceback_ = lambda: lines
             raise
@@ -322,7 +415,11 @@ def run_checks(name: str, cases: Sequence[tuple[str, Callable[[], None]]]) -> No
                 f"{name}, case '{description}': your function raised {type(error).__name__}: {error}",
                 your_line(error.__traceback__),
             ) from error
-    print(f"✓ {name}: {len(cases)} checks passed")
+        report.passed += 1
+    LAST_REPORTS.pop(name, None)
+    LAST_REPORTS[name] = report
+    print(report.line())
+    return report
 
 
 # --------------------------------------------------------------------------------------------

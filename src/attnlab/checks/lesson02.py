@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attnlab.shortcuts import police
 from attnlab.checks.common import (  # noqa: F401 (shared assertions and references)
     Array,
     _as_float64,
@@ -42,7 +43,9 @@ _MAX_HINT = "subtract the maximum before exp"
 
 
 def check_softmax(fn: Callable) -> None:
-    """Check a stable ``softmax(x, dim=-1)``: values, normalisation, dim, dtype, extremes, inputs."""
+    """Check a stable ``softmax(x, dim=-1)``: values, normalisation, dim, dtype, extremes, inputs,
+    and no call of PyTorch's softmax (the trusted cases forbid it too)."""
+    fn = police(fn, "attention.softmax")
 
     def matches_torch():
         x = torch.randn(3, 5, generator=_seeded(0), dtype=torch.float64)
@@ -248,7 +251,9 @@ def _random_mask(seed: int, shape: tuple[int, ...]) -> torch.Tensor:
 
 
 def check_scaled_dot_product_attention(fn: Callable) -> None:
-    """Check batched ``scaled_dot_product_attention(q, k, v, mask=None, scale=None)``."""
+    """Check batched ``scaled_dot_product_attention(q, k, v, mask=None, scale=None)``, and that it
+    calls neither PyTorch's softmax nor its fused attention (the trusted cases forbid both)."""
+    fn = police(fn, "attention.scaled_dot_product_attention")
     n_q, n_k, d, d_v = 5, 7, 4, 3
     meaning_out, meaning_w = "(..., n_q, d_v)", "(..., n_q, n_k)"
 

@@ -79,3 +79,22 @@ def test_lesson_00_shows_the_whole_table_and_every_lesson_ends_with_its_own_rows
             else:
                 assert code[-1] == f'attnlab.progress("{lesson.number}")', \
                     f"{folder.name}/{lesson.notebook}: the last code cell is {code[-1][:60]!r}"
+
+
+def test_the_course_model_borrowing_on_its_own_is_not_the_learners_borrowing(python):
+    """zoo.load() on blank stubs runs the course model on the references of lessons 03 to 07; the
+    learner borrowed nothing, so progress still checks their own (blank) code and says why the
+    reference ran. A module the learner borrows themselves stays 'borrowed'."""
+    before = "from attnlab import zoo\nzoo.load(verbose=False)\nattnlab.use_reference('feedforward', quiet=True)"
+    table, summary = _table(python, before=before)
+    note = "the course model ran on the reference"
+    for lesson in ("04", "07"):
+        rows = {key: value for key, value in table.items() if key[0] == lesson}
+        assert rows and all(value == ("not written yet", "") for value in rows.values()), rows
+    assert table[("06", "LayerNorm")] == ("borrowed", "attnlab.use_own('feedforward') switches back")
+    done = python("import attnlab\nfrom attnlab import zoo\nzoo.load(verbose=False)\n"
+                  "print(attnlab.progress('04'))")
+    assert done.returncode == 0, done.stderr
+    assert f"not written yet ({note})" in done.stdout, done.stdout
+    assert "borrowed" not in done.stdout, done.stdout
+    assert summary.startswith("0 of ")

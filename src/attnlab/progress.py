@@ -3,7 +3,10 @@
 ``attnlab.progress()`` (this module is callable) runs the visible check of every exercise on your
 code, quietly, and shows a table, lesson by lesson: **written** (the check passes), **not written
 yet** (the stub still raises ``NotImplementedError``), **failing** (with the check's first line) or
-**borrowed** (the course's reference is in use, ``attnlab.use_reference``). ``progress("03")``
+**borrowed** (you chose the course's reference, ``attnlab.use_reference``). Where the course
+borrowed a reference on its own (``zoo.load()`` runs the course model on the reference of modules
+you have not written yet), your own code is checked all the same, and the row says so: "not
+written yet (the course model ran on the reference)". ``progress("03")``
 shows one lesson. It reads which check belongs to which exercise from the lessons' notebooks (the
 graded check cells, ``checks.check_x(module.x)``), runs each check cell's code as the notebook
 would, and changes no file. In JupyterLab the table is HTML; elsewhere it prints as text.
@@ -35,6 +38,11 @@ class Row:
     status: str
     detail: str = ""
     seconds: float = 0.0
+    note: str = ""  # shown in brackets after the status, e.g. "the course model ran on the reference"
+
+    @property
+    def shown_status(self) -> str:
+        return f"{self.status} ({self.note})" if self.note else self.status
 
 
 @dataclass
@@ -59,7 +67,7 @@ class Progress:
         lines = [f"{'lesson':6}  {'exercise':{width}}  status"]
         for row in self.rows:
             detail = f": {row.detail}" if row.detail else ""
-            lines.append(f"{row.lesson:6}  {row.exercise:{width}}  {row.status}{detail}")
+            lines.append(f"{row.lesson:6}  {row.exercise:{width}}  {row.shown_status}{detail}")
         return "\n".join(lines + ["", self.summary()])
 
     __repr__ = __str__
@@ -71,7 +79,7 @@ class Progress:
             detail = f"<br><small>{html.escape(row.detail)}</small>" if row.detail else ""
             cells.append(f"<tr><td>{row.lesson}</td><td><code>{html.escape(row.exercise)}</code></td>"
                          f'<td style="color:{colours.get(row.status, "#000")};text-align:left">'
-                         f"<b>{row.status}</b>{detail}</td></tr>")
+                         f"<b>{html.escape(row.shown_status)}</b>{detail}</td></tr>")
         return ("<table><thead><tr><th>lesson</th><th>exercise</th><th>status</th></tr></thead><tbody>"
                 + "".join(cells) + f"</tbody></table><p>{html.escape(self.summary())}</p>")
 
@@ -135,26 +143,49 @@ def _first_line(error: BaseException) -> str:
     return (text[0] if text else type(error).__name__)[:200]
 
 
+def _own_module(module: str) -> types.ModuleType:
+    """The learner's own ``attnlab.<module>``, loaded from its file under a private name while the
+    switch selects the reference (nothing in ``sys.modules`` changes)."""
+    import importlib.util
+
+    from attnlab import switch
+
+    spec = importlib.util.spec_from_file_location(f"attnlab._own_{module}", switch.own_path(module))
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
 def _run(cell: CheckCell) -> Row:
     from attnlab import switch
 
+    note = ""
     if switch.source_of(cell.module) == "reference":
-        return Row(cell.lesson, cell.exercise, BORROWED, f"attnlab.use_own('{cell.module}') switches back")
+        purpose = switch.borrowed_for(cell.module)
+        if purpose is None:  # the learner borrowed it: their own code is not what runs
+            return Row(cell.lesson, cell.exercise, BORROWED, f"attnlab.use_own('{cell.module}') switches back")
+        note = f"{purpose} ran on the reference"  # the course borrowed it: check the learner's own
     start = time.perf_counter()
     quiet = io.StringIO()
     try:
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            namespace = {"checks": importlib.import_module("attnlab.checks"),
-                         cell.module: importlib.import_module(f"attnlab.{cell.module}")}
-            exec(compile(cell.source, f"<check of {cell.exercise}>", "exec"), namespace)
+            module = _own_module(cell.module) if note else importlib.import_module(f"attnlab.{cell.module}")
+            checks = importlib.import_module("attnlab.checks")
+            checks.LAST_REPORTS.clear()
+            exec(compile(cell.source, f"<check of {cell.exercise}>", "exec"), {"checks": checks, cell.module: module})
     except NotImplementedError:
-        return Row(cell.lesson, cell.exercise, NOT_YET, seconds=time.perf_counter() - start)
+        return Row(cell.lesson, cell.exercise, NOT_YET, seconds=time.perf_counter() - start, note=note)
     except NameError as error:  # the check needs something the notebook builds first
-        return Row(cell.lesson, cell.exercise, UNCHECKED, _first_line(error), time.perf_counter() - start)
+        return Row(cell.lesson, cell.exercise, UNCHECKED, _first_line(error), time.perf_counter() - start, note)
     except Exception as error:  # noqa: BLE001 (a failing check, or code that crashed on import)
-        return Row(cell.lesson, cell.exercise, FAILING, _first_line(error), time.perf_counter() - start)
-    return Row(cell.lesson, cell.exercise, WRITTEN, seconds=time.perf_counter() - start)
+        return Row(cell.lesson, cell.exercise, FAILING, _first_line(error), time.perf_counter() - start, note)
+    waiting = sorted({lesson for report in checks.LAST_REPORTS.values() for _, lesson in report.waiting})
+    if waiting:  # passed, but not all of it ran: say what is still to come
+        count = sum(len(report.waiting) for report in checks.LAST_REPORTS.values())
+        note = "; ".join(filter(None, [note, f"{count} {'case waits' if count == 1 else 'cases wait'} for "
+                                             f"lesson {' and '.join(waiting)}"]))
+    return Row(cell.lesson, cell.exercise, WRITTEN, seconds=time.perf_counter() - start, note=note)
 
 
 def progress(lesson: str | None = None) -> Progress:

@@ -33,6 +33,9 @@ NO_REFERENCE_ENV = "ATTNLAB_NO_REFERENCE"
 
 _PACKAGE = "attnlab"
 _selected: set[str] = set()
+# Modules the course borrowed on its own (say, to run the course model), with what it borrowed them
+# for; a module the learner borrowed (use_reference, ATTNLAB_REFERENCE) has no entry.
+_borrowed_for: dict[str, str] = {}
 _quiet = False  # the grader borrows references in its own process without notices
 
 
@@ -78,6 +81,19 @@ def reference_path(module: str) -> Path:
             "lesson is shared after its deadline"
         )
     return folder / f"{module}.py"
+
+
+def borrowed_for(module: str) -> str | None:
+    """What the course borrowed ``module``'s reference for on its own ("the course model"), or
+    None (not borrowed, or borrowed by the learner)."""
+    return _borrowed_for.get(module) if module in _selected else None
+
+
+def own_path(module: str) -> Path:
+    """The file of the learner's own ``module``: beside the notebook (an nbgrader assignment) or
+    the package's own ``src/attnlab/<module>.py``, whatever the switch selects now."""
+    beside_notebook = Path.cwd() / f"{module}.py"
+    return beside_notebook if beside_notebook.is_file() else Path(__file__).resolve().parent / f"{module}.py"
 
 
 def source_of(module: str) -> str:
@@ -143,17 +159,23 @@ def _names(modules: tuple[str, ...]) -> set[str]:
     return _parse(",".join(modules))
 
 
-def use_reference(*modules: str, quiet: bool = False) -> None:
+def use_reference(*modules: str, quiet: bool = False, purpose: str | None = None) -> None:
     """Borrow the course's reference for ``modules`` ("attention", ... or "all").
 
     Call it before importing the modules; modules already imported are re-imported, but names
     copied out of them earlier (``from attnlab.attention import softmax``) keep the old code, so
-    re-run the cells that import them.
+    re-run the cells that import them. ``purpose``: the course borrows on its own, for this
+    ("the course model"); ``attnlab.progress`` then still checks the learner's own code.
     """
     global _quiet
     wanted = _names(modules)
     for name in sorted(wanted):
         reference_path(name)  # fail now, with the reason, rather than at import
+    for name in wanted:
+        if purpose is None:
+            _borrowed_for.pop(name, None)
+        elif name not in _selected or name in _borrowed_for:  # the learner's own choice stands
+            _borrowed_for[name] = purpose
     _selected.update(wanted)
     _quiet = quiet
     _reload(wanted, everything="all" not in modules)
@@ -163,6 +185,8 @@ def use_own(*modules: str) -> None:
     """Go back to your own code for ``modules`` ("attention", ... or "all")."""
     wanted = _names(modules) & _selected
     _selected.difference_update(wanted)
+    for name in wanted:
+        _borrowed_for.pop(name, None)
     _reload(wanted, everything="all" not in modules)
 
 

@@ -97,7 +97,7 @@ def load(verbose: bool = True) -> tuple[nn.Module, dict]:
         if switch.source_of(module) == "reference":
             continue
         try:
-            switch.use_reference(module, quiet=True)
+            switch.use_reference(module, quiet=True, purpose="the course model")
             borrowed.append(module)
         except ImportError:  # forbidden (this lesson is being graded) or no reference in this copy
             pass
@@ -112,7 +112,7 @@ def load(verbose: bool = True) -> tuple[nn.Module, dict]:
         try:
             _build(meta, state)
         except Exception:  # noqa: BLE001
-            switch.use_reference(module, quiet=True)
+            switch.use_reference(module, quiet=True, purpose="the course model")
         else:
             borrowed.remove(module)
     model = _build(meta, state)

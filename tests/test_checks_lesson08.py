@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -35,9 +36,9 @@ def test_all_checks_pass_on_the_reference(reference, capsys):
         check(getattr(reference, name))
     assert capsys.readouterr().out.strip().splitlines() == [
         "✓ attention_flops: 7 checks passed",
-        "✓ layer_flops: 5 checks passed",
+        "✓ layer_flops: 6 checks passed",
         "✓ attention_memory_bytes: 5 checks passed",
-        "✓ patchify: 6 checks passed",
+        "✓ patchify: 9 checks passed",
         "✓ audio_tokens: 7 checks passed",
     ]
 
@@ -84,10 +85,24 @@ def returns_text(n_q, n_k, d, n_heads=1, causal=False):
     (halved, [r"causal, n_q == n_k", "you halved n_q \\* n_k", r"n \(n \+ 1\) / 2"]),
     (top_left, [r"n_q < n_k", "top-left corner", "bottom-right"]),
     (ignores_causal, [r"causal=True is ignored"]),
-    (returns_text, ["must be a number", "str"]),
+    (returns_text, ["must be an int", "got str"]),
 ])
 def test_attention_flops_mistakes(wrong, patterns):
     fails(checks.check_attention_flops, wrong, *patterns)
+
+
+@pytest.mark.parametrize("as_count", [int, np.int64, lambda flops: torch.tensor(flops)],
+                         ids=["int", "numpy int64", "0-d int64 tensor"])
+def test_any_integer_count_passes(reference, capsys, as_count):
+    checks.check_attention_flops(lambda *args, **kwargs: as_count(reference.attention_flops(*args, **kwargs)))
+    assert capsys.readouterr().out.startswith("✓ attention_flops")
+
+
+@pytest.mark.parametrize("as_float", [float, np.float64, lambda flops: torch.tensor(flops, dtype=torch.float64)],
+                         ids=["float", "numpy float64", "0-d float64 tensor"])
+def test_a_count_that_is_a_float_fails_though_it_is_whole(reference, as_float):
+    fails(checks.check_attention_flops, lambda *args, **kwargs: as_float(reference.attention_flops(*args, **kwargs)),
+          "must be an int, got float", "use //")
 
 
 # ---------------------------------------------------------------------------- layer_flops
@@ -149,6 +164,16 @@ def test_layer_flops_mistakes(reference, change, patterns):
     fails(checks.check_layer_flops, layer_from(reference, change), *patterns)
 
 
+def test_a_layer_that_ignores_causal_hears_that_and_nothing_about_heads(reference):
+    """Without causal, its count equals "n_kv_heads instead of n_heads" when the two are equal:
+    a hint whose count coincides with the right one, or another's, is never given."""
+    def ignores_causal(n, d_model, d_ff, n_heads, n_kv_heads=None, ffn="gelu", causal=False):
+        return reference.layer_flops(n, d_model, d_ff, n_heads, n_kv_heads=n_kv_heads, ffn=ffn)
+
+    message = fails(checks.check_layer_flops, ignores_causal, "causal self-attention", "causal=True is ignored")
+    assert "n_kv_heads" not in message.split("expected")[-1]
+
+
 def test_layer_flops_must_return_a_dict():
     fails(checks.check_layer_flops, lambda *args, **kwargs: 123, "must return a dict", "got a int")
 
@@ -208,7 +233,24 @@ def in_place(images, p):
     return out
 
 
+def with_unfold(images, p):
+    return torch.nn.Unfold(p, stride=p)(images).transpose(1, 2)
+
+
+def with_tensor_unfold(images, p):
+    b, c = images.shape[:2]
+    return images.unfold(2, p, p).unfold(3, p, p).permute(0, 2, 3, 1, 4, 5).reshape(b, -1, c * p * p)
+
+
+def to_float(images, p):
+    g, b, n, size = grid(images, p)
+    return g.permute(0, 2, 4, 1, 3, 5).reshape(b, n, size) * 1.0
+
+
 @pytest.mark.parametrize("wrong, patterns", [
+    (with_unfold, ["one 4 x 4 image", r"calls F\.unfold, nn\.Unfold or Tensor\.unfold"]),
+    (with_tensor_unfold, ["one 4 x 4 image", r"calls F\.unfold, nn\.Unfold or Tensor\.unfold"]),
+    (to_float, ["uint8 pixels", "expected torch.uint8", "uint8 pixels stay uint8"]),
     (channels_last, ["RGB, not square", "channel first", "channel last"]),
     (columns_first, ["reading order", "rows first|each row of patches first"]),
     (reshape_only, ["a reshape alone mixes pixels"]),

@@ -360,11 +360,18 @@ def test_trusted_cases_pass_the_reference_and_cover_every_grade_cell(ref):
      {"attention_memory_bytes"}, "values differ"),
     ("channel last", lambda ref: {"patchify": _channel_last}, {"patchify"}, "values differ"),
     ("torch.nn.Unfold's layout without the transpose",
-     lambda ref: {"patchify": lambda images, p: F.unfold(images, p, stride=p)}, {"patchify"}, "shape"),
+     lambda ref: {"patchify": lambda images, p: F.unfold(images, p, stride=p)}, {"patchify"},
+     "calls F.unfold, nn.Unfold or Tensor.unfold"),
+    ("torch.nn.Unfold, transposed: the layout is right, the shortcut forbidden",
+     lambda ref: {"patchify": lambda images, p: torch.nn.Unfold(p, stride=p)(images).transpose(1, 2)},
+     {"patchify"}, "calls F.unfold, nn.Unfold or Tensor.unfold"),
+    ("a float count of the right value",
+     lambda ref: {"attention_flops": lambda *args, **kw: float(ref.attention_flops(*args, **kw))},
+     {"attention_flops"}, "must be an int"),
     ("no rounding before the floor", lambda ref: {"audio_tokens": _floor_without_rounding}, {"audio_tokens"},
      "values differ"),
     ("a dict instead of a count", lambda ref: {"audio_tokens": lambda seconds, **kw: {"tokens": 1}},
-     {"audio_tokens"}, "must be a number"),
+     {"audio_tokens"}, "must be an int"),
 ])
 def test_trusted_cases_fail_a_mistake_in_its_cells_only(ref, mistake, make, failing, reason):
     """A library with one mistake loses exactly the points of that function, visible and hidden: the
@@ -374,6 +381,17 @@ def test_trusted_cases_fail_a_mistake_in_its_cells_only(ref, mistake, make, fail
     lost = {grade_id for grade_id, why in verdicts.items() if why}
     assert lost == {f"{name}_{kind}" for name in failing for kind in ("visible", "hidden")}, (mistake, verdicts)
     assert any(reason in why for why in verdicts.values()), (mistake, verdicts)
+
+
+def test_trusted_cases_take_any_integer_count(ref):
+    """A NumPy integer or a 0-d integer tensor is a count too, as in the visible check."""
+    def as_numpy(name):
+        return lambda *args, **kwargs: np.int64(getattr(ref, name)(*args, **kwargs))
+
+    verdicts = trusted_verdicts(with_mistake(
+        ref, attention_flops=as_numpy("attention_flops"), audio_tokens=as_numpy("audio_tokens"),
+        attention_memory_bytes=lambda *args, **kwargs: torch.tensor(ref.attention_memory_bytes(*args, **kwargs))))
+    assert all(why == "" for why in verdicts.values()), verdicts
 
 
 @pytest.mark.parametrize("mistake, make", [

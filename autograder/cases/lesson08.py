@@ -5,16 +5,22 @@ The cases of each ``..._visible`` cell are those of the notebook's visible check
 lesson 08), so that a mistake the check reports also costs that cell here; the ``..._hidden`` cells
 add random sizes, causal and grouped-query variants and edge cases.
 
-Counts go through the ``cost_count`` recipe (``autograder.recipes``): the number comes back as a
-float64, so an int and a float of the same value agree, and ``layer_flops``'s dict comes back as a
-tuple in the order of ``LAYER_PARTS``.
+Counts go through the ``cost_count`` recipe (``autograder.recipes``): a count must be an int (a
+float, even a whole one, fails the case, as in the visible check), and comes back as a float64;
+``layer_flops``'s dict comes back as a tuple in the order of ``LAYER_PARTS``. ``patchify`` may not
+cut its patches with PyTorch's unfold or pixel_unshuffle (``attnlab.shortcuts``), and is called in
+float64, float32, float16, bfloat16 (through the ``positions_bfloat16`` recipe: numpy has no
+bfloat16) and on uint8 pixels, as the visible check does.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from attnlab.shortcuts import forbidden
 from autograder.cases import Case, Inputs
+
+NO_UNFOLD = forbidden("cost.patchify")
 
 LAYER_PARTS = ["projections", "attention", "feedforward", "total"]
 
@@ -37,13 +43,16 @@ def _layer(grade_id, n, d_model, d_ff, n_heads, n_kv_heads=None, ffn="gelu", cau
     return _count(grade_id, "layer_flops", [n, d_model, d_ff, n_heads], kwargs, label=label, keys=LAYER_PARTS)
 
 
-def _patchify(grade_id, rng, shape, patch_size, dtype=np.float64, label=""):
+def _patchify(grade_id, rng, shape, patch_size, dtype="float64", label=""):
+    """dtype: a numpy dtype name, or "bfloat16" (float32 images cast by the recipe)."""
     inputs = Inputs()
-    if np.dtype(dtype).kind == "u":
-        images = rng.integers(0, 256, size=shape).astype(dtype)
+    travels_as = "float32" if dtype == "bfloat16" else dtype
+    if np.dtype(travels_as).kind == "u":
+        images = rng.integers(0, 256, size=shape).astype(travels_as)
     else:
-        images = rng.standard_normal(shape).astype(dtype)
-    return Case(grade_id, "patchify", [inputs.add(images), patch_size], {}, inputs.arrays, label=label)
+        images = rng.standard_normal(shape).astype(travels_as)
+    return Case(grade_id, "patchify", [inputs.add(images), patch_size], {}, inputs.arrays, label=label,
+                recipe="positions_bfloat16" if dtype == "bfloat16" else "call", forbidden=NO_UNFOLD)
 
 
 def cases() -> list[Case]:
@@ -75,6 +84,8 @@ def cases() -> list[Case]:
         _layer("layer_flops_visible", 29, 64, 80, 8, n_kv_heads=2, ffn="swiglu", label="SwiGLU, GQA"),
         _layer("layer_flops_visible", 11, 24, 40, 6, n_kv_heads=1, ffn="swiglu", label="multi-query"),
         _layer("layer_flops_visible", 13, 32, 64, 2, causal=True, label="causal"),
+        _layer("layer_flops_visible", 21, 48, 72, 6, n_kv_heads=3, ffn="swiglu", causal=True,
+               label="causal, grouped-query"),
         _layer("layer_flops_visible", 32768, 2048, 11008, 16, n_kv_heads=2, ffn="swiglu", label="Qwen2.5-3B"),
     ]
     for index in range(8):
@@ -109,16 +120,19 @@ def cases() -> list[Case]:
         _patchify("patchify_visible", rng, (2, 3, 8, 12), 4, label="RGB, not square"),
         _patchify("patchify_visible", rng, (1, 2, 3, 5), 1, label="P=1"),
         _patchify("patchify_visible", rng, (2, 3, 6, 6), 6, label="one patch"),
-        _patchify("patchify_visible", rng, (1, 3, 16, 16), 8, np.float32, label="float32"),
-        _patchify("patchify_visible", rng, (1, 4, 8, 8), 2, np.float16, label="float16"),  # numpy has no bfloat16
+        _patchify("patchify_visible", rng, (1, 3, 16, 16), 8, "float32", label="float32"),
+        _patchify("patchify_visible", rng, (2, 2, 6, 4), 2, "float16", label="float16"),
+        _patchify("patchify_visible", rng, (1, 4, 8, 8), 2, "bfloat16", label="bfloat16"),
+        _patchify("patchify_visible", rng, (2, 3, 9, 6), 3, "uint8", label="uint8 pixels"),
+        _patchify("patchify_visible", rng, (1, 3, 224, 224), 16, "float32", label="224 x 224, P=16"),
     ]
-    for index in range(7):
+    for index in range(10):
         p = int(rng.integers(1, 7))
         shape = (int(rng.integers(1, 4)), int(rng.integers(1, 5)), p * int(rng.integers(1, 6)),
                  p * int(rng.integers(1, 6)))
-        dtype = (np.float64, np.float32, np.float16, np.uint8)[index % 4]
+        dtype = ("float64", "float32", "float16", "uint8", "bfloat16")[index % 5]
         found.append(_patchify("patchify_hidden", rng, shape, p, dtype, label=f"hidden {index}"))
-    found.append(_patchify("patchify_hidden", rng, (1, 3, 224, 224), 16, np.float32, label="224 x 224, P=16"))
+    found.append(_patchify("patchify_hidden", rng, (2, 3, 384, 384), 16, "uint8", label="384 x 384 pixels, P=16"))
 
     found += [
         _count("audio_tokens_visible", "audio_tokens", [30.0], label="Whisper, 30 s"),

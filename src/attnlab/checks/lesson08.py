@@ -6,12 +6,17 @@ own ``torch.utils.flop_counter.FlopCounterMode`` while real matrix products run 
 device for large sizes: shapes without data, so a million tokens cost no memory), the pairs a
 causal mask allows counted from the mask itself, bytes from the size of a real tensor, patches
 from ``torch.nn.functional.unfold``, and frames from exact fractions.
+
+What the trusted cases require, these checks require too: a count is an int (a float of the right
+value fails, here and there), and ``patchify`` cuts its patches itself (``attnlab.shortcuts``
+forbids PyTorch's unfold and pixel_unshuffle on both sides), in every dtype images come in.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections import Counter
 from fractions import Fraction
 from typing import Callable
 
@@ -32,6 +37,7 @@ from attnlab.checks.common import (
     explain_mismatch,
     run_checks,
 )
+from attnlab.shortcuts import police
 
 __all__ = [
     "check_attention_flops",
@@ -138,24 +144,32 @@ def reference_layer_flops(n: int, d_model: int, d_ff: int, n_heads: int,
     return counts
 
 
-def _number(value, what: str) -> float:
-    """``value`` as a number, or a failure that says what came back."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+def _whole_number(value, what: str) -> int:
+    """``value`` as an int, or a failure that says what came back. A count is an int (a Python
+    int, a NumPy integer or a 0-d integer tensor), never a float, even one holding a whole number:
+    floats lose exactness past 2**53, ints never (the trusted cases ask the same)."""
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # NumPy scalars, 0-d tensors
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise AssertionError(f"{what} must be a number (an int), got {type(value).__name__}: {value!r}")
-    return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        why = ("; a count is a whole number: use // (not /), and math.floor or math.ceil, which "
+               "return ints" if isinstance(value, numbers.Real) else "")
+        raise AssertionError(f"{what} must be an int, got {type(value).__name__}: {value!r}{why}")
+    return int(value)
 
 
 def _exact(got, expected: int, what: str, hints: Callable[[], dict[str, int]] | None = None,
            hint: str = "") -> None:
-    """``got`` equals the exact count ``expected``; on failure, say which known mistake it matches
-    (``hints()`` maps a hint to the count that mistake gives; called only on failure)."""
-    got = _number(got, what)
+    """``got`` is an int equal to the exact count ``expected``; on failure, say which known mistake
+    it matches (``hints()`` maps a hint to the count that mistake gives; called only on failure).
+    A hint whose count is the right one, or that of another hint, is never given: on this input
+    it cannot tell the mistakes apart."""
+    got = _whole_number(got, what)
     if got == expected:
         return
     wrong_counts = hints() if hints else {}
-    matched = next((text for text, wrong in wrong_counts.items() if wrong != expected and got == wrong), "")
+    seen = Counter(wrong_counts.values())
+    matched = next((text for text, wrong in wrong_counts.items()
+                    if got == wrong != expected and seen[wrong] == 1), "")
     ratio = f" ({got / expected:.4g} times the right count)" if expected else ""
     raise AssertionError(_join(f"{what} is {got:,}, expected {expected:,}{ratio}", matched or hint))
 
@@ -165,28 +179,39 @@ def _exact(got, expected: int, what: str, hints: Callable[[], dict[str, int]] | 
 # --------------------------------------------------------------------------------------------
 
 
-def _top_left_pairs(n_q: int, n_k: int) -> int:
-    return sum(min(n_k, i + 1) for i in range(n_q))
+def _pairs_seen(n_q: int, n_k: int, first: int, clip: bool = True) -> int:
+    """Query-key pairs when query i sees ``i + first`` keys, clipped to [0, n_k] (the causal mask:
+    ``first = n_k - n_q + 1``; the mistakes below move or drop it)."""
+    seen = np.arange(n_q, dtype=np.int64) + first
+    return int((np.clip(seen, 0, n_k) if clip else seen).sum())
+
+
+def _causal_pair_hints(n_q: int, n_k: int) -> dict[str, int]:
+    """Known wrong counts of the pairs a bottom-right causal mask allows, by hint."""
+    return {
+        "you halved n_q * n_k: count the pairs the mask allows exactly (n (n + 1) / 2 when "
+        "n_q == n_k; with n_q != n_k, query i sees min(n_k, max(0, i + n_k - n_q + 1)) keys)":
+            n_q * n_k // 2,
+        "causal=True is ignored: count only the pairs the mask allows": n_q * n_k,
+        "your mask is aligned to the top-left corner; align it to the bottom-right (query i "
+        "sees keys j <= i + n_k - n_q), as in lessons 02 and 03": _pairs_seen(n_q, n_k, 1),
+        "a query also sees the key at its own position (j <= i + n_k - n_q, not <): n (n + 1) / 2 "
+        "pairs when n_q == n_k, not n (n - 1) / 2": _pairs_seen(n_q, n_k, n_k - n_q),
+        "with n_q > n_k the first n_q - n_k queries see no key: count 0 for them, not a negative "
+        "number": _pairs_seen(n_q, n_k, n_k - n_q + 1, clip=False),
+    }
 
 
 def _attention_hints(n_q, n_k, d, n_heads, causal) -> dict[str, int]:
+    if causal:
+        return {text: 4 * n_heads * d * pairs for text, pairs in _causal_pair_hints(n_q, n_k).items()}
     full = 4 * n_heads * n_q * n_k * d
-    hints = {
+    return {
         "you counted one of the two products, or one FLOP per multiply-add: attention does two "
         "products (q k^T and weights @ v), each 2 FLOPs per multiply-add": full // 2,
         "multiply by n_heads: every head computes its own scores and weighted sum": full // n_heads,
         "you counted 4 FLOPs per multiply-add: FlopCounterMode counts 2 (a multiply and an add)": 2 * full,
     }
-    if causal:
-        hints = {
-            "you halved n_q * n_k: count the pairs the mask allows exactly (n (n + 1) / 2 when "
-            "n_q == n_k; with n_q != n_k, query i sees min(n_k, max(0, i + n_k - n_q + 1)) keys)":
-                4 * n_heads * d * (n_q * n_k // 2),
-            "causal=True is ignored: count only the pairs the mask allows": full,
-            "your mask is aligned to the top-left corner; align it to the bottom-right (query i "
-            "sees keys j <= i + n_k - n_q), as in lessons 02 and 03": 4 * n_heads * d * _top_left_pairs(n_q, n_k),
-        }
-    return hints
 
 
 def check_attention_flops(fn: Callable) -> None:
@@ -216,9 +241,17 @@ def check_attention_flops(fn: Callable) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _layer_hints(n, d_model, d_ff, n_heads, n_kv_heads, ffn) -> dict[str, dict[str, int]]:
+def _layer_hints(n, d_model, d_ff, n_heads, n_kv_heads, ffn, causal) -> dict[str, dict[str, int]]:
+    """Known wrong counts of each part, by hint. They know ``causal``: a layer that ignores it
+    must hear that, not a hint about heads whose count happens to coincide."""
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     head = d_model // n_heads
+    pairs = _allowed_pairs(n, n) if causal else n * n
+    causal_hints = {
+        "causal=True is ignored: pass causal on to attention_flops, which counts only the pairs "
+        "the mask allows": 4 * n_heads * head * n * n,
+        "you halved n * n: a causal mask allows n (n + 1) / 2 pairs": 4 * n_heads * head * (n * n // 2),
+    } if causal else {}
     return {
         "projections": {
             f"your key and value projections have d_model outputs; with {n_kv_heads} key/value heads "
@@ -228,9 +261,10 @@ def _layer_hints(n, d_model, d_ff, n_heads, n_kv_heads, ffn) -> dict[str, dict[s
                 2 * n * d_model * (d_model + 2 * n_kv_heads * head),
         },
         "attention": {
-            "d in attention_flops is the head size d_model // n_heads, not d_model": 4 * n_heads * n * n * d_model,
+            "d in attention_flops is the head size d_model // n_heads, not d_model": 4 * n_heads * pairs * d_model,
             "every query head scores every key: count n_heads heads, not n_kv_heads":
-                4 * n_kv_heads * n * n * head,
+                4 * n_kv_heads * pairs * head,
+            **causal_hints,
         },
         "feedforward": {
             "a SwiGLU block has three matrices (gate, up and down), not two": 2 * 2 * n * d_model * d_ff,
@@ -254,12 +288,13 @@ def check_layer_flops(fn: Callable) -> None:
         if missing:
             raise AssertionError(f"{call} returned a dict without {missing}; it needs the keys {LAYER_PARTS}")
         expected = reference_layer_flops(n, d_model, d_ff, n_heads, n_kv_heads, ffn, causal)
-        hints = _layer_hints(n, d_model, d_ff, n_heads, n_kv_heads, ffn)
+        hints = _layer_hints(n, d_model, d_ff, n_heads, n_kv_heads, ffn, causal)
+        attention_hint = ("the attention part is attention_flops(n, n, d_model // n_heads, n_heads"
+                          f"{', causal=True' if causal else ''}): every query head, each of the head size")
         for part in ("projections", "attention", "feedforward"):
             _exact(got[part], expected[part], f'{call}["{part}"]', lambda: hints[part],
-                   hint="the attention part is attention_flops over all n_heads heads of size d_model // n_heads"
-                   if part == "attention" else "")
-        parts_sum = sum(_number(got[part], part) for part in ("projections", "attention", "feedforward"))
+                   hint=attention_hint if part == "attention" else "")
+        parts_sum = sum(_whole_number(got[part], part) for part in ("projections", "attention", "feedforward"))
         _exact(got["total"], parts_sum, f'{call}["total"]',
                hint="total is the sum of projections, attention and feedforward")
 
@@ -268,6 +303,7 @@ def check_layer_flops(fn: Callable) -> None:
         ("SwiGLU block, grouped-query attention", lambda: compare(29, 64, 80, 8, n_kv_heads=2, ffn="swiglu")),
         ("one key/value head (multi-query)", lambda: compare(11, 24, 40, 6, n_kv_heads=1, ffn="swiglu")),
         ("causal self-attention", lambda: compare(13, 32, 64, 2, causal=True)),
+        ("causal, grouped-query", lambda: compare(21, 48, 72, 6, n_kv_heads=3, ffn="swiglu", causal=True)),
         ("Qwen2.5-3B's sizes at 32768 tokens",
          lambda: compare(32768, 2048, 11008, 16, n_kv_heads=2, ffn="swiglu")),
     ])
@@ -322,8 +358,11 @@ def check_attention_memory_bytes(fn: Callable) -> None:
 
 
 def reference_patches(images: torch.Tensor, patch_size: int) -> torch.Tensor:
-    """(B, N, C*P*P): ``torch.nn.functional.unfold`` with stride P, patches along the middle axis."""
-    return F.unfold(images, patch_size, stride=patch_size).transpose(1, 2)
+    """(B, N, C*P*P): ``torch.nn.functional.unfold`` with stride P, patches along the middle axis,
+    in ``images``' dtype. Unfolding only copies numbers, so it runs in float64 (which holds every
+    uint8 and half-precision value exactly; PyTorch's unfold has no uint8 version)."""
+    patches = F.unfold(images.double(), patch_size, stride=patch_size).transpose(1, 2)
+    return patches.to(images.dtype)
 
 
 def _patch_candidates(images: torch.Tensor, p: int) -> dict[str, torch.Tensor]:
@@ -342,18 +381,29 @@ def _patch_candidates(images: torch.Tensor, p: int) -> dict[str, torch.Tensor]:
     }
 
 
+def _images(shape, dtype: torch.dtype, seed: int) -> torch.Tensor:
+    """Random images: pixel values 0 to 255 for an integer dtype, standard normal otherwise."""
+    if not dtype.is_floating_point:
+        return torch.randint(0, 256, shape, generator=_seeded(seed)).to(dtype)
+    return torch.randn(*shape, generator=_seeded(seed), dtype=torch.float64).to(dtype)
+
+
 def check_patchify(fn: Callable) -> None:
-    """Check ``patchify(images, patch_size)`` against ``torch.nn.functional.unfold``."""
+    """Check ``patchify(images, patch_size)`` against ``torch.nn.functional.unfold``, in every dtype
+    images come in (uint8 pixels included), and that it cuts the patches itself: no ``F.unfold``,
+    ``nn.Unfold``, ``Tensor.unfold`` or ``F.pixel_unshuffle`` (the trusted cases forbid them too)."""
+    fn = police(fn, "cost.patchify")
 
     def case(shape, p, dtype=torch.float64, seed=0):
         def run():
-            images = torch.randn(*shape, generator=_seeded(seed), dtype=torch.float64).to(dtype)
+            images = _images(shape, dtype, seed)
             got = assert_not_modified(fn, images, p)
             expected = reference_patches(images, p)
             b, c, h, w = shape
             assert_shape(got, expected.shape, what=f"patchify of images {tuple(shape)}, P={p}",
                          meaning=f"(B, N, C*P*P) = ({b}, {h // p} * {w // p}, {c} * {p} * {p})")
-            assert_dtype(got, dtype, what="patchify's output")
+            assert_dtype(got, dtype, what="patchify's output", hint="" if dtype.is_floating_point else
+                         "uint8 pixels stay uint8: patchify only moves numbers (no .float(), * 1.0 or / 255)")
             assert_close(got, expected, what=f"patches of images {tuple(shape)}, P={p}",
                          hint=explain_mismatch(got, _patch_candidates(images, p)))
         return run
@@ -364,7 +414,10 @@ def check_patchify(fn: Callable) -> None:
         ("P=1: every pixel a token", case((1, 2, 3, 5), 1, seed=3)),
         ("one patch covering the image", case((2, 3, 6, 6), 6, seed=4)),
         ("float32 kept", case((1, 3, 16, 16), 8, dtype=torch.float32, seed=5)),
-        ("bfloat16 kept", case((1, 4, 8, 8), 2, dtype=torch.bfloat16, seed=6)),
+        ("float16 kept", case((2, 2, 6, 4), 2, dtype=torch.float16, seed=6)),
+        ("bfloat16 kept", case((1, 4, 8, 8), 2, dtype=torch.bfloat16, seed=7)),
+        ("uint8 pixels (0 to 255) kept", case((2, 3, 9, 6), 3, dtype=torch.uint8, seed=8)),
+        ("a ViT image: 224 x 224, P=16 -> 196 tokens", case((1, 3, 224, 224), 16, dtype=torch.float32, seed=9)),
     ])
 
 

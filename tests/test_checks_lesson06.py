@@ -29,10 +29,10 @@ def test_all_checks_pass_on_the_reference(ff, capsys):
     checks.check_rms_norm(ff.RMSNorm)
     checks.check_residual(ff.Residual)
     assert capsys.readouterr().out.strip().splitlines()[-4:] == [
-        "✓ FeedForward: 6 checks passed",
-        "✓ LayerNorm: 7 checks passed",
-        "✓ RMSNorm: 7 checks passed",
-        "✓ Residual: 5 checks passed",
+        "✓ FeedForward: 8 checks passed",
+        "✓ LayerNorm: 8 checks passed",
+        "✓ RMSNorm: 8 checks passed",
+        "✓ Residual: 6 checks passed",
     ]
 
 
@@ -175,6 +175,8 @@ def test_layer_norm_that_changes_its_input_is_caught(ff):
      "weight is not applied"),
     (lambda self, x: x * torch.rsqrt(x.var(-1, correction=0, keepdim=True) + self.eps) * self.weight,
      "equal to torch", "standard deviation"),
+    (lambda self, x: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True)) * self.weight, "equal to torch",
+     "eps is missing"),
 ])
 def test_rms_norm_mistakes_are_named(ff, forward, case, pattern):
     fails(checks.check_rms_norm, _norm(ff.RMSNorm, forward), case, pattern)
@@ -196,7 +198,9 @@ def _residual(ff, forward):
     (lambda s, x, a, k: x + s.norm(s.sublayer(x, *a, **k)), None, "pre-norm: x", "normalized the sublayer's output"),
     (lambda s, x, a, k: x + s.sublayer(x, *a, **k), None, "pre-norm: x", "norm is never applied"),
     (lambda s, x, a, k: x + s.sublayer(s.norm(x)), lambda s, x, a, k: s.norm(x + s.sublayer(x)),
-     "extra arguments", r"\*args, \*\*kwargs"),
+     "extra arguments", r"the extra arguments do not reach.*\*args, \*\*kwargs"),
+    (lambda s, x, a, k: x + s.sublayer(s.norm(x), **k), None, "extra arguments", r"positional arguments do not reach"),
+    (lambda s, x, a, k: x + s.sublayer(s.norm(x), *a), None, "extra arguments", r"keyword arguments do not reach"),
 ])
 def test_residual_mistakes_are_named(ff, pre, post, case, pattern):
     def forward(self, x, *args, **kwargs):
@@ -224,3 +228,59 @@ def test_residual_blames_a_wrong_norm_first(ff):
 def test_gelu_reference_formula_used_by_the_check_is_the_erf_one():
     x = torch.linspace(-3, 3, 7, dtype=torch.float64)
     torch.testing.assert_close(F.gelu(x), 0.5 * x * (1 + torch.erf(x / math.sqrt(2))))
+
+
+# ---------------------------------------------------------------------------------- shortcuts
+
+
+def _with_forward(base, forward):
+    return type(f"Shortcut{base.__name__}", (base,), {"forward": forward})
+
+
+@pytest.mark.parametrize("kind, forward, name", [
+    ("LayerNorm", lambda self, x: F.layer_norm(x, (self.d,), self.weight, self.bias, self.eps), r"F\.layer_norm"),
+    ("LayerNorm", lambda self, x: torch.layer_norm(x, (self.d,), self.weight, self.bias, self.eps), r"F\.layer_norm"),
+    ("LayerNorm", lambda self, x: torch.nn.functional.instance_norm(x.reshape(-1, 1, self.d), eps=self.eps)
+     .reshape(x.shape) * self.weight + self.bias, r"F\.instance_norm"),
+    ("LayerNorm", lambda self, x: F.batch_norm(x.reshape(-1, self.d).T, None, None, training=True, eps=self.eps)
+     .T.reshape(x.shape) * self.weight + self.bias, r"F\.batch_norm"),
+    ("RMSNorm", lambda self, x: F.rms_norm(x, (self.d,), self.weight, self.eps), r"F\.rms_norm"),
+    ("RMSNorm", lambda self, x: torch.rms_norm(x, (self.d,), self.weight, self.eps), r"F\.rms_norm"),
+])
+def test_pytorchs_norms_are_refused_by_the_check(ff, kind, forward, name):
+    check = checks.check_layer_norm if kind == "LayerNorm" else checks.check_rms_norm
+    fails(check, _with_forward(getattr(ff, kind), forward), f"your {kind} calls {name}", "write yourself")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_the_norm_rules_see_pytorchs_norms_and_not_the_reference(ff, dtype):
+    """On this torch, in every dtype the lesson uses: FORBIDDEN catches F.layer_norm, nn.LayerNorm,
+    F.rms_norm and nn.RMSNorm (forward and backward) and lets an honest implementation through."""
+    from attnlab.shortcuts import ForbiddenCalls, forbidden
+
+    d = 8
+    x = (3 * torch.randn(4, d, generator=torch.Generator().manual_seed(0))).to(dtype)
+    calls = {
+        "feedforward.LayerNorm": (ff.LayerNorm(d).to(dtype), [lambda x: F.layer_norm(x, (d,)),
+                                                               torch.nn.LayerNorm(d).to(dtype)]),
+        "feedforward.RMSNorm": (ff.RMSNorm(d).to(dtype), [lambda x: F.rms_norm(x, (d,), eps=1e-6),
+                                                           torch.nn.RMSNorm(d, eps=1e-6).to(dtype)]),
+    }
+    for exercise, (honest, shortcuts) in calls.items():
+        for shortcut in shortcuts:
+            with ForbiddenCalls(forbidden(exercise)) as watch:
+                shortcut(x.clone().requires_grad_()).float().sum().backward()
+            assert watch.seen, (exercise, shortcut)
+        with ForbiddenCalls(forbidden(exercise)) as watch:
+            honest(x.clone().requires_grad_()).float().sum().backward()
+        assert not watch.seen, (exercise, watch.seen)
+
+
+def test_a_hint_that_the_input_cannot_tell_apart_is_dropped():
+    from attnlab.checks.lesson06 import _distinct_hint
+
+    right = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    wrong = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    assert _distinct_hint(wrong, right, {"a": wrong, "b": right.clone()}) == "a"
+    assert _distinct_hint(wrong, right, {"a": wrong, "b": wrong.clone()}) == ""  # two mistakes look alike
+    assert _distinct_hint(right + 1e-3, right, {"coincides with the right answer": right.clone()}) == ""

@@ -3,13 +3,17 @@
 Every module is built inside the worker by the recipes ``feedforward_module`` and
 ``feedforward_residual`` (``autograder.recipes``): constructed with ``init``, cast to the case's
 dtype, its parameters set by name from random arrays (so a module that ignores its weights, or
-names them differently, fails), then called.
+names them differently, fails), then called; ``feedforward_parameters`` lists a ``FeedForward``'s
+parameters by name (a missing bias, or a gate the GELU block should not have, fails). LayerNorm and
+RMSNorm must not call PyTorch's norms (``attnlab.shortcuts.FORBIDDEN``, which the visible checks
+police too).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from attnlab.shortcuts import forbidden
 from autograder.cases import Case, Inputs
 
 _NUMPY = {"float16": np.float16, "bfloat16": np.float32, "float32": np.float32, "float64": np.float64}
@@ -53,7 +57,16 @@ def _norm(grade_id, rng, target, batch, d, dtype="float64", eps=None, scale=1.0,
         parameters["bias"] = inputs.add(_array(rng, (d,), dtype, 0.5))["array"]
     init = {"d": d} if eps is None else {"d": d, "eps": eps}
     return Case(grade_id, target, [x], {}, inputs.arrays, recipe="feedforward_module", init=init,
-                parameters=parameters, options={"dtype": dtype}, label=label)
+                parameters=parameters, options={"dtype": dtype}, label=label,
+                forbidden=forbidden(f"feedforward.{target}"))
+
+
+def _feedforward_parameters(grade_id, d_model, d_ff, activation, bias):
+    """The parameters of ``FeedForward(d_model, d_ff, activation, bias)``, by name."""
+    names = [f"{layer}.{kind}" for layer in ("gate", "up", "down") for kind in ("weight", "bias")]
+    return Case(grade_id, "FeedForward", recipe="feedforward_parameters",
+                init={"d_model": d_model, "d_ff": d_ff, "activation": activation, "bias": bias},
+                options={"names": names}, label=f"parameters of {activation}, bias={bias}")
 
 
 def _residual(grade_id, rng, batch, d, placement, norm, dtype="float64", eps=None, extra=False, scale=1.0,
@@ -136,4 +149,13 @@ def cases() -> list[Case]:
             ("layer", "rms")[(index // 2) % 2], dtype=("float64", "float32")[index // 4],
             eps=(None, 1e-3, None, 0.25)[index % 4], extra=index in (2, 5, 7), scale=(1.0, 4.0)[index == 6],
             label=f"hidden {index}"))
+
+    # Drawn last, so that the cases above keep their numbers.
+    found += [_feedforward_parameters("feedforward_hidden", 5, 9, activation, bias)
+              for activation in ("gelu", "swiglu") for bias in (True, False)]
+    found += [
+        _norm("layer_norm_hidden", rng, "LayerNorm", (3, 4), 9, offset=1e5,
+              label="entries near 100000: the variance from x - mean"),
+        _norm("rms_norm_hidden", rng, "RMSNorm", (3, 4), 9, offset=1e5, label="entries near 100000"),
+    ]
     return found

@@ -38,10 +38,10 @@ def test_all_checks_pass_on_the_reference(ref, capsys):
     checks.check_attention_decoder_step(ref.AttentionDecoderStep)
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-4:] == [
-        "✓ additive_scores: 7 checks passed",
-        "✓ additive_attention: 8 checks passed",
-        "✓ AdditiveAttention: 6 checks passed",
-        "✓ AttentionDecoderStep: 6 checks passed",
+        "✓ additive_scores: 8 checks passed",
+        "✓ additive_attention: 9 checks passed",
+        "✓ AdditiveAttention: 7 checks passed",
+        "✓ AttentionDecoderStep: 7 checks passed",
     ]
 
 
@@ -60,7 +60,7 @@ def test_checks_accept_an_independent_correct_version(capsys):
 
     checks.check_additive_scores(scores)
     checks.check_additive_attention(attention)
-    assert "✓ additive_attention: 8 checks passed" in capsys.readouterr().out
+    assert "✓ additive_attention: 9 checks passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("check, name", [
@@ -90,7 +90,7 @@ def _scores(query, keys, W_q, W_k, v, act=torch.tanh):
 
 def test_scores_without_tanh():
     fails(checks.check_additive_scores, lambda q, k, Wq, Wk, v: _scores(q, k, Wq, Wk, v, act=lambda x: x),
-          r"additive_scores, case 'shapes and values", "largest error", "you left out the tanh")
+          r"additive_scores, case 'W_q for the query, W_k for the keys'", "largest error", "you left out the tanh")
 
 
 def test_scores_tanh_after_v():
@@ -114,13 +114,13 @@ def test_scores_with_swapped_matrices():
 
 def test_scores_without_v():
     fails(checks.check_additive_scores, lambda q, k, Wq, Wk, v: torch.tanh((q @ Wq).unsqueeze(-2) + k @ Wk),
-          r"scores has shape \(3, 7, 6\), expected \(3, 7\) = \(\.\.\., n\)",
+          r"scores with d_q == d_k \(W_q and W_k both \(4, 4\)\) has shape \(2, 5, 4\), expected \(2, 5\) = \(\.\.\., n\)",
           "you did not reduce the attention axis: multiply the tanh by v")
 
 
 def test_scores_without_the_key_axis_crash_is_reported():
     fails(checks.check_additive_scores, lambda q, k, Wq, Wk, v: torch.tanh(q @ Wq + k @ Wk) @ v,
-          "case 'shapes and values, d_q != d_k != d_attn': your function raised RuntimeError")
+          "case 'W_q for the query, W_k for the keys': your function raised RuntimeError")
 
 
 def test_scores_that_do_not_broadcast_over_shared_keys():
@@ -412,3 +412,24 @@ def test_attention_with_a_parameter_cut_off_from_the_graph():
     def detached_projection(query, keys, values, W_q, W_k, v, mask=None):
         return _attention(query, keys, values, W_q.detach(), W_k, v, mask)
     fails(checks.check_additive_attention, detached_projection, "W_q got no gradient from a loss on the context")
+
+
+def test_attention_gradients_are_compared_with_the_reference():
+    # right values, wrong gradients: the check compares the gradients themselves, not only that they exist
+    def half_gradient(q, k, x, Wq, Wk, v, mask=None):
+        context, w = _attention(q, k, x, Wq, Wk, v, mask)
+        return context.detach() + 0.5 * (context - context.detach()), w
+    fails(checks.check_additive_attention, half_gradient, "gradients reach",
+          r"the gradient of (W_q|W_k|v|query|keys|values) \(a loss on the context\) and the reference disagree")
+
+
+def test_a_squeezed_size_one_dimension_is_named():
+    fails(checks.check_additive_scores, lambda q, k, Wq, Wk, v: (_scores(q, k, Wq, Wk, v)[..., None]).squeeze(),
+          "size-1 dimensions", r"\.squeeze\(\) without an axis")
+
+
+def test_a_mask_read_as_lengths_is_named():
+    def lengths(q, k, x, Wq, Wk, v, mask=None):
+        prefix = None if mask is None else torch.arange(mask.shape[-1]) < mask.sum(-1, keepdim=True)
+        return _attention(q, k, x, Wq, Wk, v, prefix)
+    fails(checks.check_additive_attention, lengths, "a scattered boolean mask", "you read the mask as a padding mask")

@@ -46,6 +46,12 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
+def _float64(x: Array) -> torch.Tensor:
+    """``x`` as a float64 tensor, on the autograd graph of ``x`` (so that a check can take
+    gradients of a reference made from float64 leaves; comparisons detach anyway)."""
+    return x.to(torch.float64) if isinstance(x, torch.Tensor) else _as_float64(x)
+
+
 def reference_additive_scores(query: Array, keys: Array, W_q: Array, W_k: Array, v: Array,
                               nonlinearity: Callable = torch.tanh) -> torch.Tensor:
     """float64 scores (..., n): ``nonlinearity(query @ W_q + keys[j] @ W_k) @ v`` for every key j.
@@ -53,7 +59,7 @@ def reference_additive_scores(query: Array, keys: Array, W_q: Array, W_k: Array,
     Written with ``torch.einsum`` (leading dimensions broadcast), not with the learner's module.
     ``nonlinearity`` exists so that checks can show what a mistake would give.
     """
-    q, k, Wq, Wk, vv = (_as_float64(t) for t in (query, keys, W_q, W_k, v))
+    q, k, Wq, Wk, vv = (_float64(t) for t in (query, keys, W_q, W_k, v))
     projected_query = torch.einsum("...d,da->...a", q, Wq)        # (..., d_attn)
     projected_keys = torch.einsum("...nd,da->...na", k, Wk)       # (..., n, d_attn)
     hidden = nonlinearity(projected_query[..., None, :] + projected_keys)
@@ -71,16 +77,21 @@ def reference_additive_attention(query: Array, keys: Array, values: Array, W_q: 
     allowed = torch.ones(logits.shape[-1:], dtype=torch.bool) if mask is None else torch.as_tensor(mask, dtype=torch.bool)
     logits = logits.masked_fill(~allowed, -math.inf)
     probabilities = torch.softmax(logits, dim=-1)
-    return torch.einsum("...n,...nd->...d", probabilities, _as_float64(values)), probabilities
+    return torch.einsum("...n,...nd->...d", probabilities, _float64(values)), probabilities
 
 
 def reference_gru_cell(x: Array, h: Array, cell: nn.GRUCell) -> torch.Tensor:
     """float64 new state of ``cell`` (an ``nn.GRUCell``) for input ``x`` and state ``h``, from its
     weights and the GRU equations (PyTorch's gate order: reset, update, new)."""
-    x, h = _as_float64(x), _as_float64(h)
     W_ih, W_hh = _as_float64(cell.weight_ih), _as_float64(cell.weight_hh)
     b_ih = _as_float64(cell.bias_ih) if cell.bias_ih is not None else torch.zeros(W_ih.shape[0], dtype=torch.float64)
     b_hh = _as_float64(cell.bias_hh) if cell.bias_hh is not None else torch.zeros(W_hh.shape[0], dtype=torch.float64)
+    return _gru_cell(_as_float64(x), _as_float64(h), W_ih, W_hh, b_ih, b_hh)
+
+
+def _gru_cell(x, h, W_ih, W_hh, b_ih, b_hh) -> torch.Tensor:
+    """The GRU equations (PyTorch's gate order: reset, update, new), on whatever tensors it is
+    given (float64 leaves keep their graph)."""
     gi_r, gi_z, gi_n = (x @ W_ih.T + b_ih).chunk(3, dim=-1)
     gh_r, gh_z, gh_n = (h @ W_hh.T + b_hh).chunk(3, dim=-1)
     reset = torch.sigmoid(gi_r + gh_r)
@@ -158,12 +169,39 @@ def _backward(loss: torch.Tensor, *, where: str) -> None:
         raise AssertionError(f"no gradient can flow back through {where}: {_KEEP_THE_GRAPH}") from None
 
 
-def _assert_gradients(parameters: dict[str, torch.Tensor], *, where: str) -> None:
+def _assert_gradients(parameters: dict[str, torch.Tensor], *, where: str,
+                      expected: dict[str, torch.Tensor] | None = None) -> None:
+    """Every tensor of ``parameters`` got a finite, nonzero gradient (its ``.grad``), equal to
+    ``expected[name]`` (float64 gradients of the reference) when given."""
     for name, parameter in parameters.items():
         grad = parameter.grad
         if grad is None or not torch.isfinite(grad).all() or not grad.abs().sum() > 0:
             state = "no gradient" if grad is None else "a zero or non-finite gradient"
             raise AssertionError(f"{name} got {state} from a loss on {where}: {_KEEP_THE_GRAPH}")
+        if expected is not None and name in expected:
+            assert_close(grad, expected[name], what=f"the gradient of {name} (a loss on {where})",
+                         hint="the forward values are right, so something between them and the "
+                              f"inputs is cut off or replaced: {_KEEP_THE_GRAPH}")
+
+
+def _float64_leaves(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """float64 copies of ``tensors`` that require a gradient (for reference gradients)."""
+    return {name: t.detach().to(torch.float64).requires_grad_() for name, t in tensors.items()}
+
+
+def _reference_gradients(loss: torch.Tensor, leaves: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    grads = torch.autograd.grad(loss, list(leaves.values()))
+    return dict(zip(leaves, grads))
+
+
+def _squeezed(actual: Array, expected_shape) -> str:
+    """A hint when ``actual`` has the expected shape but for a size-1 dimension dropped or kept."""
+    found, wanted = _shape(actual), tuple(expected_shape)
+    if found != wanted and [d for d in found if d != 1] == [d for d in wanted if d != 1]:
+        return (f"a size-1 dimension went missing or appeared (shape {found}, expected {wanted}): "
+                ".squeeze() without an axis removes every axis of size 1, a batch of one or a single "
+                "key too; name the axis, as in .squeeze(-2)")
+    return ""
 
 
 _SCORES_MEANING = "(..., n)"
@@ -203,14 +241,15 @@ def check_additive_scores(fn: Callable) -> None:
             raise AssertionError(f"additive_scores must return a torch.Tensor, got {type(scores).__name__}")
         expected = reference_additive_scores(query, keys, W_q, W_k, v)
         d_attn = v.shape[0]
-        hint = ""
-        if _shape(scores) == (*expected.shape, d_attn):
+        hint = _squeezed(scores, expected.shape)
+        if _shape(scores) == (*expected.shape, d_attn) and d_attn != 1:
             hint = "you did not reduce the attention axis: multiply the tanh by v (… @ v)"
         elif len(_shape(scores)) > len(expected.shape):
             hint = ("add the query's projection to every key's: (query @ W_q).unsqueeze(-2) has "
                     "shape (..., 1, d_attn) and broadcasts against keys @ W_k, (..., n, d_attn)")
         assert_shape(scores, expected.shape, what=f"scores{label}", meaning=_SCORES_MEANING, hint=hint)
         assert_finite(scores, what=f"scores{label}")
+        assert_dtype(scores, query.dtype, what=f"scores of {str(query.dtype)[6:]} inputs")
         assert_close(scores, expected, what=f"scores{label}",
                      hint=explain_mismatch(scores, _score_mistakes(query, keys, W_q, W_k, v)))
         return scores
@@ -249,14 +288,20 @@ def check_additive_scores(fn: Callable) -> None:
             scores = compare(problem, f" ({str(dtype)[6:]})")
             assert_dtype(scores, dtype, what=f"scores of {str(dtype)[6:]} inputs")
 
+    def size_one():
+        compare(_problem(107, (1,), (1,), 1, 3, 2, 1, 2), " for a batch of one, one key and d_attn = 1")
+        compare(_problem(108, (1, 2), (1, 2), 3, 1, 1, 4, 2, dtype=torch.float32),
+                " for batch dimensions (1, 2) and d_q = d_k = 1")
+
     run_checks("additive_scores", [
-        ("shapes and values, d_q != d_k != d_attn", one_query_per_batch_element),
         ("W_q for the query, W_k for the keys", matrices_on_the_right_place),
+        ("shapes and values, d_q != d_k != d_attn", one_query_per_batch_element),
         ("batch dimensions (2, 3)", batch_dimensions),
         ("one query without batch dimensions", single_query),
         ("several queries scoring shared keys", keys_shared_by_queries),
         ("agrees with nn.Linear layers (weights copied across)", against_linear_layers),
         ("float32 and float64 kept", keeps_dtype),
+        ("size-1 dimensions: a batch of one, one key, d_q = d_k = d_attn = 1", size_one),
     ])
 
 
@@ -276,7 +321,13 @@ def _attention_mistakes(query, keys, values, W_q, W_k, v, mask) -> dict[str, tor
         candidates["you zeroed the padding weights after the softmax, so the rest no longer sum "
                    "to 1: set the masked scores to -inf before the softmax instead"] = (
             torch.softmax(scores, dim=-1) * allowed)
-        if bool((~allowed).any(-1).all()):
+        prefix = torch.arange(allowed.shape[-1]) < allowed.sum(-1, keepdim=True)
+        if not torch.equal(prefix, allowed):  # only a mask that is no padding mask tells these apart
+            candidates["you read the mask as a padding mask (its first mask.sum() keys), but any "
+                       "pattern may be masked: fill -inf exactly where the mask is False "
+                       "(scores.masked_fill(~mask, -inf))"] = (
+                torch.softmax(scores.masked_fill(~prefix, -math.inf), dim=-1))
+        if bool((~allowed).any()):  # rows the mask allows entirely become nan: all -inf
             candidates["you masked the keys that may be used: True means 'may be used' "
                        "(PyTorch's convention), so fill -inf where the mask is False (~mask)"] = (
                 torch.softmax(scores.masked_fill(allowed, -math.inf), dim=-1))
@@ -301,9 +352,11 @@ def check_additive_attention(fn: Callable) -> None:
         swapped = ("did you return (weights, context) instead of (context, weights)?"
                    if _shape(context) == tuple(ref_weights.shape) else "")
         assert_shape(context, ref_context.shape, what=f"context{label}", meaning=meaning_context,
-                     hint=swapped or ("the context averages the values (..., n, d_v), not the keys"
-                                      if _shape(context)[-1:] == (keys.shape[-1],) else ""))
-        assert_shape(weights, ref_weights.shape, what=f"weights{label}", meaning=meaning_weights)
+                     hint=swapped or _squeezed(context, ref_context.shape)
+                     or ("the context averages the values (..., n, d_v), not the keys"
+                         if _shape(context)[-1:] == (keys.shape[-1],) else ""))
+        assert_shape(weights, ref_weights.shape, what=f"weights{label}", meaning=meaning_weights,
+                     hint=_squeezed(weights, ref_weights.shape))
         mistake = explain_mismatch(weights, _attention_mistakes(query, keys, values, W_q, W_k, v, mask))
         assert_finite(weights, what=f"weights{label}", hint=mistake)
         assert_nonnegative(weights, what=f"weights{label}", hint=mistake)
@@ -311,6 +364,8 @@ def check_additive_attention(fn: Callable) -> None:
             _assert_zero_at_padding(weights, mask, what=f"weights{label}", hint=mistake)
         _assert_sum_to_one_over_unmasked(weights, what=f"your weights{label}",
                                          hint=mistake or "take the softmax over the key axis (dim=-1)")
+        for name, value in (("context", context), ("weights", weights)):
+            assert_dtype(value, query.dtype, what=f"{name} of {str(query.dtype)[6:]} inputs")
         assert_close(weights, ref_weights, what=f"weights{label}", hint=mistake)
         assert_close(context, ref_context, what=f"context{label}",
                      hint="the weights are right, so check the weighted average of the values: "
@@ -358,9 +413,21 @@ def check_additive_attention(fn: Callable) -> None:
                   "query": query.requires_grad_(), "keys": keys.requires_grad_(),
                   "values": values.requires_grad_()}
         target = torch.randn(3, 2, generator=_seeded(208), dtype=torch.float64)
-        context, _ = fn(query, keys, values, W_q, W_k, v, mask=_padding([5, 3, 2], 5))
+        mask = _padding([5, 3, 2], 5)
+        context, _ = fn(query, keys, values, W_q, W_k, v, mask=mask)
         _backward((context * target).sum(), where="the context")
-        _assert_gradients(params, where="the context")
+        leaves = _float64_leaves(params)
+        ref_context, _ = reference_additive_attention(
+            leaves["query"], leaves["keys"], leaves["values"], leaves["W_q"], leaves["W_k"], leaves["v"], mask)
+        expected = _reference_gradients((ref_context * target).sum(), leaves)
+        _assert_gradients(params, where="the context", expected=expected)
+
+    def size_one():
+        compare(_problem(209, (1,), (1,), 1, 3, 2, 2, 1), mask=torch.tensor([[True]]),
+                label=" for a batch of one, one key (mask [[True]]) and d_v = 1")
+        compare(_problem(210, (1,), (1,), 4, 2, 1, 1, 1, dtype=torch.float32), mask=_padding([2], 4),
+                label=" for a batch of one and d_k = d_v = d_attn = 1")
+        compare(_problem(211, (2, 1), (2, 1), 3, 1, 2, 3, 2), label=" for batch dimensions (2, 1) and d_q = 1")
 
     run_checks("additive_attention", [
         ("shapes and values, no mask", plain),
@@ -371,6 +438,7 @@ def check_additive_attention(fn: Callable) -> None:
         ("scores in the thousands", large_scores),
         ("float32 and float64 kept", keeps_dtype),
         ("gradients reach W_q, W_k, v and the inputs", gradients),
+        ("size-1 dimensions: a batch of one, one key, d_v = d_attn = 1", size_one),
     ])
 
 
@@ -404,10 +472,10 @@ def check_additive_attention_module(cls: Callable) -> None:
     d_q, d_k, d_attn, d_v = 5, 4, 6, 3
     label = f"AdditiveAttention({d_q}, {d_k}, {d_attn})"
 
-    def build(seed=0):
+    def build(seed=0, sizes=(d_q, d_k, d_attn)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return cls(d_q, d_k, d_attn)
+            return cls(*sizes)
 
     def parameters():
         module = build()
@@ -428,18 +496,19 @@ def check_additive_attention_module(cls: Callable) -> None:
                 raise AssertionError(f"parameter {name} does not require a gradient; wrap it in nn.Parameter")
 
     def initialised():
-        params = _parameters_of(build(), label)
-        for name, fan_in in (("W_q", d_q), ("W_k", d_k), ("v", d_attn)):
-            p = params[name].detach()
-            bound = 1 / math.sqrt(fan_in)
-            assert_finite(p, what=f"parameter {name}",
-                          hint="torch.empty leaves memory uninitialised: keep the call to reset_parameters")
-            if not (p != 0).any() or p.abs().max() > bound + 1e-6:
-                raise AssertionError(
-                    f"parameter {name} is not initialised by reset_parameters (its entries should "
-                    f"be drawn uniformly in ±1/sqrt({fan_in}) = ±{bound:.3g}, but range from "
-                    f"{_num(p.min())} to {_num(p.max())}); keep the call to reset_parameters at the "
-                    "end of __init__, after creating the parameters")
+        for seed, sizes in ((7, (d_q, d_k, d_attn)), (3, (1, 6, 7))):
+            params = _parameters_of(build(seed, sizes), f"AdditiveAttention{sizes}")
+            for name, fan_in in zip(("W_q", "W_k", "v"), (sizes[0], sizes[1], sizes[2])):
+                p = params[name].detach()
+                bound = 1 / math.sqrt(fan_in)
+                assert_finite(p, what=f"parameter {name}",
+                              hint="torch.empty leaves memory uninitialised: keep the call to reset_parameters")
+                if not (p != 0).any() or p.abs().max() > bound + 1e-6:
+                    raise AssertionError(
+                        f"parameter {name} of AdditiveAttention{sizes} is not initialised by "
+                        f"reset_parameters (its entries should be drawn uniformly in ±1/sqrt({fan_in}) "
+                        f"= ±{bound:.3g}, but range from {_num(p.min())} to {_num(p.max())}); keep the "
+                        "call to reset_parameters at the end of __init__, after creating the parameters")
         first, second = _parameters_of(build(7), label), _parameters_of(build(7), label)
         different = _parameters_of(build(8), label)
         for name in first:
@@ -455,7 +524,7 @@ def check_additive_attention_module(cls: Callable) -> None:
         params = {name: p.detach() for name, p in _parameters_of(module, label).items()}
         query, keys, values, *_ = _problem(300, (4,), (4,), 6, d_q, d_k, d_attn, d_v, dtype=torch.float32)
         mask = _padding([6, 4, 2, 1], 6)
-        context, weights = assert_pair(module(query, keys, values, mask),
+        context, weights = assert_pair(assert_not_modified(module.forward, query, keys, values, mask),
                                        what=f"{label}(query, keys, values, mask)", names="(context, weights)")
         ref_context, ref_weights = reference_additive_attention(
             query, keys, values, params["W_q"], params["W_k"], params["v"], mask)
@@ -465,6 +534,9 @@ def check_additive_attention_module(cls: Callable) -> None:
         assert_close(weights, ref_weights, what="weights of the module",
                      hint="forward must call additive_attention with self.W_q, self.W_k, self.v and the mask")
         assert_close(context, ref_context, what="context of the module")
+        for name, value in (("context", context), ("weights", weights)):
+            assert_dtype(value, torch.float32, what=f"{name} of the float32 module and inputs",
+                         hint="keep the dtype of the inputs: no .double() or .float() in forward")
 
     def without_mask():
         module = build(2)
@@ -477,10 +549,34 @@ def check_additive_attention_module(cls: Callable) -> None:
     def gradients():
         module = build(3)
         query, keys, values, *_ = _problem(302, (3,), (3,), 5, d_q, d_k, d_attn, d_v, dtype=torch.float32)
-        context, _ = module(query, keys, values, _padding([5, 2, 4], 5))
-        _backward((context * torch.randn(context.shape, generator=_seeded(303))).sum(), where="the context")
-        _assert_gradients({f"parameter {n}": p for n, p in _parameters_of(module, label).items()},
-                          where="the module's context")
+        mask = _padding([5, 2, 4], 5)
+        context, _ = module(query, keys, values, mask)
+        target = torch.randn(context.shape, generator=_seeded(303))
+        _backward((context * target).sum(), where="the context")
+        params = _parameters_of(module, label)
+        leaves = _float64_leaves(params)
+        ref_context, _ = reference_additive_attention(
+            query, keys, values, leaves["W_q"], leaves["W_k"], leaves["v"], mask)
+        expected = _reference_gradients((ref_context * target.double()).sum(), leaves)
+        _assert_gradients({f"parameter {n}": p for n, p in params.items()}, where="the module's context",
+                          expected={f"parameter {n}": g for n, g in expected.items()})
+
+    def size_one():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(4)
+            module = cls(1, 2, 1)
+        params = {name: p.detach() for name, p in _parameters_of(module, "AdditiveAttention(1, 2, 1)").items()}
+        query, keys, values, *_ = _problem(305, (1,), (1,), 3, 1, 2, 1, 1, dtype=torch.float32)
+        for mask in (_padding([2], 3), None):
+            args = (query, keys, values) if mask is None else (query, keys, values, mask)
+            context, weights = assert_pair(module(*args), what="AdditiveAttention(1, 2, 1)", names="(context, weights)")
+            ref_context, ref_weights = reference_additive_attention(
+                query, keys, values, params["W_q"], params["W_k"], params["v"], mask)
+            for name, value, expected in (("context", context, ref_context), ("weights", weights, ref_weights)):
+                what = (f"{name} of AdditiveAttention(1, 2, 1) for a batch of one and d_v = 1"
+                        + (" without a mask" if mask is None else ""))
+                assert_shape(value, expected.shape, what=what, hint=_squeezed(value, expected.shape))
+                assert_close(value, expected, what=what)
 
     def double():
         module = build(4).double()
@@ -501,6 +597,7 @@ def check_additive_attention_module(cls: Callable) -> None:
         ("forward without a mask, batch dimensions (2, 3)", without_mask),
         ("gradients reach W_q, W_k and v", gradients),
         ("module.double() works", double),
+        ("size-1 dimensions: d_q = d_attn = 1, a batch of one, d_v = 1", size_one),
     ])
 
 
@@ -509,19 +606,30 @@ def check_additive_attention_module(cls: Callable) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _reference_step(step: nn.Module, prev, hidden, states, mask, *, swap_cell_input=False,
+def _step_weights(step: nn.Module) -> dict[str, torch.Tensor]:
+    """The weights of a decoder step by ``named_parameters`` name, read from its attributes."""
+    attention, cell = step.attention, step.cell
+    return {"embedding.weight": step.embedding.weight, "attention.W_q": attention.W_q,
+            "attention.W_k": attention.W_k, "attention.v": attention.v,
+            "cell.weight_ih": cell.weight_ih, "cell.weight_hh": cell.weight_hh, "cell.bias_ih": cell.bias_ih,
+            "cell.bias_hh": cell.bias_hh, "output.weight": step.output.weight, "output.bias": step.output.bias}
+
+
+def _reference_step(weights: dict[str, torch.Tensor], prev, hidden, states, mask, *, swap_cell_input=False,
                     swap_output_input=False, output_from_old_hidden=False):
-    """float64 (logits, new_hidden, weights) of Bahdanau's decoder step from ``step``'s weights."""
-    module = step.attention
-    context, weights = reference_additive_attention(
-        hidden, states, states, module.W_q, module.W_k, module.v, mask)
-    embedded = _as_float64(step.embedding.weight)[prev]
+    """float64 (logits, new_hidden, weights) of Bahdanau's decoder step from the step's
+    ``weights`` (``_step_weights``; float64 leaves keep their graph)."""
+    w = {name: _float64(t) for name, t in weights.items()}
+    context, attention = reference_additive_attention(
+        hidden, states, states, w["attention.W_q"], w["attention.W_k"], w["attention.v"], mask)
+    embedded = w["embedding.weight"][prev]
     cell_input = torch.cat([context, embedded] if swap_cell_input else [embedded, context], dim=-1)
-    new_hidden = reference_gru_cell(cell_input, hidden, step.cell)
-    read = _as_float64(hidden) if output_from_old_hidden else new_hidden
+    new_hidden = _gru_cell(cell_input, _float64(hidden), w["cell.weight_ih"], w["cell.weight_hh"],
+                           w["cell.bias_ih"], w["cell.bias_hh"])
+    read = _float64(hidden) if output_from_old_hidden else new_hidden
     output_input = torch.cat([context, read] if swap_output_input else [read, context], dim=-1)
-    logits = output_input @ _as_float64(step.output.weight).T + _as_float64(step.output.bias)
-    return logits, new_hidden, weights  # float64 references
+    logits = output_input @ w["output.weight"].T + w["output.bias"]
+    return logits, new_hidden, attention  # float64 references
 
 
 def check_attention_decoder_step(cls: Callable) -> None:
@@ -530,10 +638,17 @@ def check_attention_decoder_step(cls: Callable) -> None:
     batch, n = 4, 7
     label = f"AttentionDecoderStep({vocab}, {d_embed}, {d_hidden}, {d_enc}, {d_attn})"
 
-    def build(seed=0, dtype=torch.float32):
+    def build(seed=0, dtype=torch.float32, sizes=(vocab, d_embed, d_hidden, d_enc, d_attn)):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return cls(vocab, d_embed, d_hidden, d_enc, d_attn).to(dtype)
+            step = cls(*sizes).to(dtype)
+        # Weights of the check's own, as the grader sets them: this checks the step, not how
+        # AdditiveAttention draws its parameters (exercise 3 checks that).
+        g = _seeded(1000 + seed)
+        with torch.no_grad():
+            for parameter in step.parameters():
+                parameter.copy_(0.5 * torch.randn(parameter.shape, generator=g, dtype=torch.float64))
+        return step
 
     def inputs(seed, dtype=torch.float32, lengths=(7, 5, 3, 1)):
         g = _seeded(seed)
@@ -542,19 +657,24 @@ def check_attention_decoder_step(cls: Callable) -> None:
         states = torch.randn(batch, n, d_enc, generator=g, dtype=torch.float64).to(dtype)
         return prev, hidden, states, _padding(list(lengths), n)
 
-    def run(step, prev, hidden, states, mask, label_=""):
+    def run(step, prev, hidden, states, mask, label_="", name=label):
         args = (prev, hidden, states) if mask is None else (prev, hidden, states, mask)
-        result = assert_not_modified(step, *args)
+        result = assert_not_modified(step.forward, *args)
         if not isinstance(result, (tuple, list)) or len(result) != 3:
-            raise AssertionError(f"{label}.forward must return three things (logits, new_hidden, "
+            raise AssertionError(f"{name}.forward must return three things (logits, new_hidden, "
                                  f"weights), got {type(result).__name__}"
                                  + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""))
         logits, new_hidden, weights = result
         order = "return them in the order (logits, new_hidden, weights)"
-        assert_shape(logits, (batch, vocab), what=f"logits{label_}", meaning="(batch, vocab_size)", hint=order)
-        assert_shape(new_hidden, (batch, d_hidden), what=f"new_hidden{label_}", meaning="(batch, d_hidden)",
-                     hint=order)
-        assert_shape(weights, (batch, n), what=f"weights{label_}", meaning="(batch, n)", hint=order)
+        size, vocab_, d_hidden_ = len(prev), step.output.out_features, step.cell.hidden_size
+        for value, shape, what, meaning in ((logits, (size, vocab_), "logits", "(batch, vocab_size)"),
+                                            (new_hidden, (size, d_hidden_), "new_hidden", "(batch, d_hidden)"),
+                                            (weights, (size, states.shape[1]), "weights", "(batch, n)")):
+            assert_shape(value, shape, what=f"{what}{label_}", meaning=meaning,
+                         hint=_squeezed(value, shape) or order)
+        for what, value in (("logits", logits), ("new_hidden", new_hidden), ("weights", weights)):
+            assert_dtype(value, hidden.dtype, what=f"{what} of a {str(hidden.dtype)[6:]} module and inputs",
+                         hint="keep the dtype of the inputs: no .double() or .float() in forward")
         return logits, new_hidden, weights
 
     def shapes():
@@ -566,17 +686,18 @@ def check_attention_decoder_step(cls: Callable) -> None:
             prev, hidden, states, mask = inputs(401, dtype)
             logits, new_hidden, weights = run(step, prev, hidden, states, mask)
             with torch.no_grad():
-                ref_logits, ref_hidden, ref_weights = _reference_step(step, prev, hidden, states, mask)
+                w = _step_weights(step)
+                ref_logits, ref_hidden, ref_weights = _reference_step(w, prev, hidden, states, mask)
                 mistakes = {
                     "the cell's input is (embedding, context), in that order: the embedding of "
                     "prev_tokens first, then the context, concatenated along the last axis":
-                        _reference_step(step, prev, hidden, states, mask, swap_cell_input=True)[1],
+                        _reference_step(w, prev, hidden, states, mask, swap_cell_input=True)[1],
                 }
                 logit_mistakes = {
                     "the output layer reads (new_hidden, context), in that order":
-                        _reference_step(step, prev, hidden, states, mask, swap_output_input=True)[0],
+                        _reference_step(w, prev, hidden, states, mask, swap_output_input=True)[0],
                     "the output layer must read the new state (the cell's output), not the old one":
-                        _reference_step(step, prev, hidden, states, mask, output_from_old_hidden=True)[0],
+                        _reference_step(w, prev, hidden, states, mask, output_from_old_hidden=True)[0],
                 }
             _assert_zero_at_padding(weights, mask, hint="pass the mask on to self.attention")
             _assert_sum_to_one_over_unmasked(weights)
@@ -588,9 +709,6 @@ def check_attention_decoder_step(cls: Callable) -> None:
             assert_close(new_hidden, ref_hidden, what="new_hidden",
                          hint=old or explain_mismatch(new_hidden, mistakes))
             assert_close(logits, ref_logits, what="logits", hint=explain_mismatch(logits, logit_mistakes))
-            if dtype != torch.float32:
-                for name, value in (("logits", logits), ("new_hidden", new_hidden), ("weights", weights)):
-                    assert_dtype(value, dtype, what=f"{name} of a {str(dtype)[6:]} module")
         return case
 
     def without_mask():
@@ -598,7 +716,7 @@ def check_attention_decoder_step(cls: Callable) -> None:
         prev, hidden, states, _ = inputs(402)
         logits, new_hidden, weights = run(step, prev, hidden, states, None, " without a mask")
         with torch.no_grad():
-            ref_logits, ref_hidden, ref_weights = _reference_step(step, prev, hidden, states, None)
+            ref_logits, ref_hidden, ref_weights = _reference_step(_step_weights(step), prev, hidden, states, None)
         assert_close(weights, ref_weights, what="weights without a mask")
         assert_close(logits, ref_logits, what="logits without a mask")
 
@@ -606,10 +724,14 @@ def check_attention_decoder_step(cls: Callable) -> None:
         step = build(3)
         prev, hidden, states, mask = inputs(403)
         logits, new_hidden, _ = step(prev, hidden, states, mask)
-        g = _seeded(404)
-        _backward((logits * torch.randn(logits.shape, generator=g)).sum(), where="the logits")
-        params = {f"parameter {name}": p for name, p in step.named_parameters()}
-        _assert_gradients(params, where="the logits")
+        target = torch.randn(logits.shape, generator=_seeded(404))
+        _backward((logits * target).sum(), where="the logits")
+        leaves = _float64_leaves(_step_weights(step))
+        ref_logits, _, _ = _reference_step(leaves, prev, hidden, states, mask)
+        expected = _reference_gradients((ref_logits * target.double()).sum(), leaves)
+        params = {f"parameter {name}": p for name, p in _step_weights(step).items()}
+        _assert_gradients(params, where="the logits",
+                          expected={f"parameter {name}": g for name, g in expected.items()})
 
     def several_steps():
         step = build(5)
@@ -618,15 +740,36 @@ def check_attention_decoder_step(cls: Callable) -> None:
         for t in range(3):
             logits, hidden, weights = step(prev, hidden, states, mask)
             with torch.no_grad():
-                ref_logits, ref_hidden, _ = _reference_step(step, prev, ref_hidden, states, mask)
+                ref_logits, ref_hidden, _ = _reference_step(_step_weights(step), prev, ref_hidden, states, mask)
             assert_close(hidden, ref_hidden, what=f"new_hidden after {t + 1} steps", rtol=1e-4, atol=1e-5)
             prev = logits.argmax(dim=-1)
 
+    def size_one():
+        sizes = (4, 1, 2, 1, 1)
+        step = build(6, sizes=sizes)
+        name = f"AttentionDecoderStep{sizes}"
+        g = _seeded(406)
+        for n_source, lengths in ((1, [1]), (3, [2]), (2, None)):
+            prev = torch.randint(sizes[0], (1,), generator=g)
+            hidden = torch.randn(1, sizes[2], generator=g)
+            states = torch.randn(1, n_source, sizes[3], generator=g)
+            mask = None if lengths is None else _padding(lengths, n_source)
+            label_ = f" for a batch of one and n = {n_source}" + (" without a mask" if mask is None else "")
+            for _ in range(2):  # two steps in a row
+                logits, new_hidden, weights = run(step, prev, hidden, states, mask, label_, name)
+                with torch.no_grad():
+                    expected = _reference_step(_step_weights(step), prev, hidden, states, mask)
+                for what, value, reference in zip(("logits", "new_hidden", "weights"),
+                                                  (logits, new_hidden, weights), expected):
+                    assert_close(value, reference, what=f"{what} of {name}{label_}")
+                prev, hidden = logits.argmax(dim=-1), new_hidden.detach()
+
     run_checks("AttentionDecoderStep", [
-        ("returns (logits, new_hidden, weights) of the right shapes", shapes),
+        ("returns (logits, new_hidden, weights) of the right shapes and dtype", shapes),
         ("matches an independent float64 computation", matches_reference()),
         ("float64 module and inputs", matches_reference(torch.float64)),
         ("no mask", without_mask),
         ("gradients reach every parameter", gradients),
         ("three steps in a row, feeding back the state", several_steps),
+        ("size-1 dimensions: a batch of one, one source position, d_embed = d_enc = d_attn = 1", size_one),
     ])

@@ -9,7 +9,7 @@ import torch
 
 import attnlab
 from attnlab import checks
-from tests.helpers import fails, load_stub
+from tests.helpers import ROOT, fails, load_stub
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +33,11 @@ def test_all_checks_pass_on_the_reference(ref, capsys):
     checks.check_kv_cache(ref.KVCache, ref.MultiHeadAttention)
     checks.check_kv_cache_bytes(ref.kv_cache_bytes)
     assert capsys.readouterr().out.strip().splitlines() == [
-        "✓ split_heads: 4 checks passed",
-        "✓ merge_heads: 3 checks passed",
-        "✓ repeat_kv: 4 checks passed",
-        "✓ MultiHeadAttention: 11 checks passed",
-        "✓ KVCache: 6 checks passed",
+        "✓ split_heads: 5 checks passed",
+        "✓ merge_heads: 5 checks passed",
+        "✓ repeat_kv: 6 checks passed",
+        "✓ MultiHeadAttention: 12 checks passed",
+        "✓ KVCache: 7 checks passed",
         "✓ kv_cache_bytes: 4 checks passed",
     ]
 
@@ -238,3 +238,125 @@ def test_decoding_mistakes_are_explained(ref, mistake, patterns):
 ])
 def test_cache_size_mistakes_are_explained(wrong, pattern):
     fails(checks.check_kv_cache_bytes, wrong, pattern)
+
+
+# ------------------------------------------------------------------ cases that wait for lesson 05
+
+
+@pytest.fixture
+def positions_stub(ref, monkeypatch):
+    """Lesson 05's stub as attnlab.positions (what a learner has before lesson 05), the reference of
+    every other module."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "attnlab.positions", load_stub("positions"))
+    monkeypatch.setattr(attnlab, "positions", sys.modules["attnlab.positions"], raising=False)
+    return ref
+
+
+def _lesson04_checks(module):
+    return {"check_split_heads": (module.split_heads,), "check_merge_heads": (module.merge_heads,),
+            "check_repeat_kv": (module.repeat_kv,), "check_multi_head_attention": (module.MultiHeadAttention,),
+            "check_kv_cache": (module.KVCache, module.MultiHeadAttention),
+            "check_kv_cache_bytes": (module.kv_cache_bytes,)}
+
+
+def test_rotary_cases_wait_for_lesson_05_and_are_not_counted(positions_stub, capsys):
+    checks.check_multi_head_attention(positions_stub.MultiHeadAttention)
+    checks.check_kv_cache(positions_stub.KVCache, positions_stub.MultiHeadAttention)
+    assert capsys.readouterr().out.strip().splitlines() == [
+        "✓ MultiHeadAttention: 11 checks passed; 1 waits for lesson 05 ('rotary positions (rope_base)': not run, "
+        "not counted; lesson 05 runs it again)",
+        "✓ KVCache: 6 checks passed; 1 waits for lesson 05 ('with rotary positions, positions continue where the "
+        "cache ends': not run, not counted; lesson 05 runs it again)",
+    ]
+
+
+def test_ignoring_rope_base_fails_even_before_lesson_05(positions_stub):
+    # It never calls apply_rope, so nothing waits: the float64 reference rotates by itself.
+    fails(checks.check_multi_head_attention, broken_attention(positions_stub, no_rope=True), "rope_base is ignored")
+
+
+def test_positions_restarting_with_a_cache_wait_then_fail_in_lesson_05(ref, capsys):
+    import sys
+
+    class Restarting(ref.MultiHeadAttention):  # the reference, but positions restart at 0 in every call
+        def forward(self, x, *args, memory=None, positions=None, **kwargs):
+            if positions is None and memory is None:
+                positions = torch.arange(x.shape[1])
+            return super().forward(x, *args, memory=memory, positions=positions, **kwargs)
+
+    broken = Restarting
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "attnlab.positions", load_stub("positions"))
+        checks.check_kv_cache(ref.KVCache, broken)
+    assert "✓ KVCache: 6 checks passed; 1 waits for lesson 05" in capsys.readouterr().out
+    fails(lambda cls: checks.check_kv_cache(ref.KVCache, cls), broken, "restart at 0", "cache.length")
+
+
+def test_lesson_05_runs_the_waiting_checks_again(ref, capsys, monkeypatch):
+    from attnlab import switch
+
+    # The learner's own complete lesson 04 (the reference's code, not selected by the switch).
+    monkeypatch.setattr(switch, "_selected", switch._selected - {"multihead"})
+    reports = checks.rerun_waiting("05")
+    assert [(r.name, r.passed, r.waiting) for r in reports] == [("MultiHeadAttention", 12, []), ("KVCache", 7, [])]
+    assert capsys.readouterr().out.strip().splitlines() == [
+        "✓ MultiHeadAttention: 12 checks passed", "✓ KVCache: 7 checks passed"]
+
+
+def test_a_borrowed_lesson_04_is_not_run_again(ref, capsys):
+    assert checks.rerun_waiting("05") == []
+    assert capsys.readouterr().out.strip().splitlines() == [
+        f"… {check} not run again: attnlab.multihead is the course's reference (you borrowed it)"
+        for check in ("check_multi_head_attention", "check_kv_cache")]
+
+
+def test_lesson_05_says_so_when_lesson_04_is_not_written_either(monkeypatch, capsys):
+    import sys
+
+    from attnlab import switch
+
+    monkeypatch.setattr(switch, "_selected", switch._selected - {"multihead"})
+    monkeypatch.setitem(sys.modules, "attnlab.multihead", load_stub("multihead"))
+    assert checks.rerun_waiting("05") == []
+    assert capsys.readouterr().out.strip().splitlines() == [
+        f"… {check} not run again: Lesson 04: {what} in attnlab/multihead.py is not written yet. Fill in its "
+        "body, or borrow the course's reference with attnlab.use_reference('multihead')"
+        for check, what in (("check_multi_head_attention", "MultiHeadAttention.__init__()"),
+                            ("check_kv_cache", "KVCache.length()"))]
+
+
+def test_waits_for_lists_exactly_the_checks_with_waiting_cases(positions_stub):
+    from attnlab.checks.common import LAST_REPORTS, WAITS_FOR
+
+    waiting = set()
+    for check, args in _lesson04_checks(positions_stub).items():
+        getattr(checks, check)(*args)
+        if list(LAST_REPORTS.values())[-1].waiting:
+            waiting.add(("multihead", check))
+    assert set(WAITS_FOR) == {"05"}
+    assert {(module, check) for module, check, _ in WAITS_FOR["05"]} == waiting
+    for module, check, names in WAITS_FOR["05"]:  # rerun_waiting passes these, in this order
+        assert tuple(_lesson04_checks(positions_stub)[check]) == tuple(getattr(positions_stub, n) for n in names)
+
+
+def test_only_the_modules_in_waits_for_reach_a_later_lesson():
+    """Statically: the only exercise code (reference modules) or visible checks that reach an
+    exercise module of a later lesson are those WAITS_FOR names, so no other check can wait."""
+    import re
+
+    from attnlab.checks.common import WAITS_FOR
+    from attnlab.lessons import exercise_modules, owner
+    from autograder import paths
+
+    names = "|".join(exercise_modules())
+    reach = re.compile(rf'_Library\("({names})"\)|attnlab\.({names})\b|from attnlab import ({names})\b')
+    sources = {path: owner(path.stem).number for path in paths.REFERENCE_MODULES.glob("*.py")
+               if path.stem in exercise_modules()}
+    sources |= {path: path.stem[len("lesson"):] for path in (ROOT / "src" / "attnlab" / "checks").glob("lesson*.py")}
+    later = {(number, owner(module).number) for path, number in sources.items()
+             for match in reach.finditer(path.read_text()) for module in filter(None, match.groups())
+             if owner(module).number > number}
+    assert later == {(owner(module).number, lesson) for lesson, entries in WAITS_FOR.items()
+                     for module, _, _ in entries}

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests import helpers
-from tests.helpers import borrowed_reference, load_stub
+from tests.helpers import borrowed_reference, fails, load_stub
 
 FUNCTIONS = ("sinusoidal_encoding", "rope_angles", "apply_rope")
 
@@ -317,7 +317,7 @@ def test_trusted_cases_pass_on_the_reference_and_cover_every_grade_cell(ref, mul
         f"{name}_{kind}" for name in ("sinusoidal", "rope_angles", "apply_rope") for kind in ("visible", "hidden")}
 
 
-def test_trusted_cases_catch_half_precision_returned_as_float32_which_the_visible_check_misses(ref, multihead):
+def test_half_precision_returned_as_float32_fails_the_visible_check_and_the_trusted_cases(ref, multihead):
     from attnlab import checks
 
     def float32_for_half(x, positions, base=10000.0, layout="half"):
@@ -325,7 +325,7 @@ def test_trusted_cases_catch_half_precision_returned_as_float32_which_the_visibl
             x = x.float()
         return ref.apply_rope(x, positions, base=base, layout=layout)
 
-    checks.check_apply_rope(float32_for_half)   # the visible check tries float64 and float32 only
+    fails(checks.check_apply_rope, float32_for_half, "float16 kept", "has dtype torch.float32, expected torch.float16")
     failing = {(grade_id, why) for grade_id, _, why in trusted_case_verdicts(with_mistake(ref, apply_rope=float32_for_half))
                if why}
     assert {grade_id for grade_id, _ in failing} == {"apply_rope_hidden"}

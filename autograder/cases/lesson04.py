@@ -149,6 +149,11 @@ def cases() -> list[Case]:
     found += [
         _attention("mha_hidden", rng, 2, 5, 16, 4, 2, causal=True, rope_base=10000.0, positions=[7, 8, 9, 10, 11],
                    label="rotary positions starting at 7"),
+        # Positions with gaps, one row per sequence (as with left padding): ignoring them, or not
+        # broadcasting (b, n) over the heads, changes the scores. Its own generator keeps the
+        # other cases' inputs as they were.
+        _attention("mha_hidden", np.random.default_rng(20260414), 2, 6, 24, 4, 2, causal=True, rope_base=500.0,
+                   positions=[[0, 1, 2, 3, 4, 5], [0, 0, 0, 1, 2, 3]], label="rotary positions (b, n) with gaps"),
         _bad_heads("mha_hidden", {"d_model": 12, "n_heads": 5}, "d_model not divisible by n_heads"),
         _bad_heads("mha_hidden", {"d_model": 24, "n_heads": 6, "n_kv_heads": 4}, "n_heads not a multiple of n_kv_heads"),
         _bad_heads("mha_hidden", {"d_model": 24, "n_heads": 6, "n_kv_heads": 0}, "no key/value heads"),

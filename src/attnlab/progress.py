@@ -143,19 +143,6 @@ def _first_line(error: BaseException) -> str:
     return (text[0] if text else type(error).__name__)[:200]
 
 
-def _own_module(module: str) -> types.ModuleType:
-    """The learner's own ``attnlab.<module>``, loaded from its file under a private name while the
-    switch selects the reference (nothing in ``sys.modules`` changes)."""
-    import importlib.util
-
-    from attnlab import switch
-
-    spec = importlib.util.spec_from_file_location(f"attnlab._own_{module}", switch.own_path(module))
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return loaded
-
-
 def _run(cell: CheckCell) -> Row:
     from attnlab import switch
 
@@ -170,7 +157,7 @@ def _run(cell: CheckCell) -> Row:
     try:
         with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            module = _own_module(cell.module) if note else importlib.import_module(f"attnlab.{cell.module}")
+            module = switch.load_own(cell.module) if note else importlib.import_module(f"attnlab.{cell.module}")
             checks = importlib.import_module("attnlab.checks")
             checks.LAST_REPORTS.clear()
             exec(compile(cell.source, f"<check of {cell.exercise}>", "exec"), {"checks": checks, cell.module: module})

@@ -96,6 +96,15 @@ def own_path(module: str) -> Path:
     return beside_notebook if beside_notebook.is_file() else Path(__file__).resolve().parent / f"{module}.py"
 
 
+def load_own(module: str):
+    """The learner's own ``attnlab.<module>``, loaded from its file (``own_path``) under a private
+    name while the switch may select the reference; nothing in ``sys.modules`` changes."""
+    spec = importlib.util.spec_from_file_location(f"{_PACKAGE}._own_{module}", own_path(module))
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
 def source_of(module: str) -> str:
     """Where ``attnlab.<module>`` is loaded from: 'reference', 'assignment' or 'yours'."""
     if module in _selected:

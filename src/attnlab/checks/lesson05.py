@@ -71,13 +71,18 @@ def _complex_as_pairs(z: np.ndarray, layout: str) -> np.ndarray:
     return np.stack([z.real, z.imag], axis=-1).reshape(*z.shape[:-1], 2 * z.shape[-1])
 
 
-def reference_rope(x, positions, base: float = 10000.0, layout: str = "half") -> torch.Tensor:
+def reference_rope(x, positions, base: float = 10000.0, layout: str = "half",
+                   angle_dtype: torch.dtype | None = None) -> torch.Tensor:
     """RoPE as complex multiplication in float64: each pair (a, b) is a + ib, times e^{i·angle}.
 
     layout "half" pairs dimension i with i + h/2; "interleaved" pairs 2i with 2i + 1.
+    angle_dtype: round the angles to this dtype first (the mistake of computing them in half
+    precision); None keeps them in float64.
     """
     values = _as_float64(x).numpy()
     angles = reference_rope_angles(positions, values.shape[-1], base)
+    if angle_dtype is not None:
+        angles = torch.from_numpy(angles).to(angle_dtype).double().numpy()
     rotated = _pairs_as_complex(values, layout) * np.exp(1j * angles)
     return torch.from_numpy(_complex_as_pairs(rotated, layout))
 
@@ -161,20 +166,25 @@ def check_rope_angles(fn: Callable) -> None:
             "use the positions you were given (they need not start at 0), not 0, 1, ..., n-1":
                 np.broadcast_to(np.arange(p.shape[-2], dtype=np.float64)[:, None], p.shape[:-1] + (1,))
                 * base ** (-2 * i / h),
+            f"you used base 10000 although base={base:g} was given: use the base argument":
+                p * 10000.0 ** (-2 * i / h),
         }
 
-    def values(positions, h, base, label):
+    def values(positions, h, base, label, dtype=torch.int64):
         def case():
-            positions_tensor = torch.tensor(positions)
-            angles = assert_not_modified(fn, positions_tensor, h, base=base)
+            positions_tensor = torch.tensor(positions, dtype=dtype)
+            angles = (assert_not_modified(fn, positions_tensor, h) if base is None
+                      else assert_not_modified(fn, positions_tensor, h, base=base))
+            base_used = 10000.0 if base is None else base
             assert isinstance(angles, torch.Tensor), (
                 f"rope_angles must return a torch.Tensor, got {type(angles).__name__}")
-            expected = reference_rope_angles(positions, h, base)
+            expected = reference_rope_angles(positions, h, base_used)
             assert_shape(angles, expected.shape, what=f"rope_angles ({label})", meaning="(..., n, head_dim // 2)")
             assert_dtype(angles, torch.float64, what=f"rope_angles ({label})",
                          hint="return float64 angles: convert the positions with .double() before multiplying, "
                               "so that large positions keep their precision")
-            hint = explain_mismatch(angles, _differing(mistakes(positions, h, base), expected), rtol=1e-9, atol=1e-9)
+            hint = explain_mismatch(angles, _differing(mistakes(positions, h, base_used), expected),
+                                    rtol=1e-9, atol=1e-9)
             assert_close(angles, expected, what=f"rope_angles ({label})", rtol=1e-12, atol=1e-12,
                          hint=hint or "angles[..., m, i] = positions[..., m] * base ** (-2i / head_dim), computed "
                                       "in float64 throughout (float32 powers are not precise enough here)")
@@ -185,6 +195,8 @@ def check_rope_angles(fn: Callable) -> None:
         ("positions that do not start at 0", values([7, 8, 9, 30], 6, 10000.0, "positions 7, 8, 9, 30")),
         ("a batch of positions, base 1,000,000", values([[0, 1, 2], [40, 41, 42]], 16, 1e6, "batched")),
         ("large positions", values([0, 1000, 65535], 128, 1e6, "positions up to 65535")),
+        ("int32 positions", values([[5, 6, 7, 8]], 10, 500000.0, "int32 positions", dtype=torch.int32)),
+        ("the default base, 10000", values([0, 3, 11], 12, None, "default base")),
     ])
 
 
@@ -199,7 +211,7 @@ def _differing(candidates: dict, expected) -> dict:
 def _rope_mistakes(x, positions, base, layout):
     other = "interleaved" if layout == "half" else "half"
     n = x.shape[-2]
-    return {
+    found = {
         f"you rotated the pairs of the '{other}' layout; layout='{layout}' pairs "
         + ("dimension i with i + head_dim/2 (the two halves)" if layout == "half" else "dimensions 2i and 2i+1")
         : reference_rope(x, positions, base, other),
@@ -208,6 +220,13 @@ def _rope_mistakes(x, positions, base, layout):
         "use the positions you were given, not 0, 1, ..., n-1":
             reference_rope(x, np.broadcast_to(np.arange(n), np.shape(positions)), base, layout),
     }
+    if layout == "interleaved":  # rotated the right pairs, then put them back as two halves
+        rotated = _pairs_as_complex(_as_float64(x).numpy(), layout) * np.exp(
+            1j * reference_rope_angles(positions, x.shape[-1], base))
+        found["you rotated the right pairs, then put them back as two halves: for 'interleaved' each pair goes "
+              "back to its own dimensions 2i, 2i+1 (torch.stack([...], dim=-1).flatten(-2))"] = (
+            torch.from_numpy(_complex_as_pairs(rotated, "half")))
+    return found
 
 
 def _score_matrix(q, k):
@@ -229,13 +248,25 @@ def check_apply_rope(fn: Callable) -> None:
             assert_dtype(out, dtype, what=f"apply_rope of a {str(dtype)[6:]} x",
                          hint="convert cos and sin to x.dtype before multiplying")
             expected = reference_rope(x, positions, base, layout)
-            hint = explain_mismatch(out, _differing(_rope_mistakes(x, positions, base, layout), expected),
-                                    rtol=1e-6, atol=1e-6) if dtype == torch.float64 else ""
+            half = dtype in (torch.float16, torch.bfloat16)
+            rtol, atol = (3e-2, 3e-2) if dtype == torch.bfloat16 else (None, None)  # bfloat16 keeps 8 bits
+            if dtype == torch.float64:
+                hint = explain_mismatch(out, _differing(_rope_mistakes(x, positions, base, layout), expected),
+                                        rtol=1e-6, atol=1e-6)
+            elif half:
+                hint = explain_mismatch(out, {
+                    f"you computed the angles (or the positions) in {str(dtype)[6:]}, which cannot hold "
+                    "angles like these precisely: take cos and sin of the float64 angles of rope_angles, "
+                    "and convert only cos and sin to x.dtype": reference_rope(x, positions, base, layout, dtype),
+                }, rtol=2e-2, atol=2e-2)
+            else:
+                hint = ""
             close = torch.allclose(_as_float64(out), expected, rtol=1e-2, atol=1e-2)
-            if not hint and close:
+            if not hint and close and not half:
                 hint = ("you are close but not precise enough: take cos and sin of the float64 angles of "
                         "rope_angles, with no float32 on the way, then convert them to x.dtype")
-            assert_close(out, expected, what=f"apply_rope (layout='{layout}')",
+            assert_close(out, expected, what=f"apply_rope of a {str(dtype)[6:]} x (layout='{layout}')",
+                         rtol=rtol, atol=atol,
                          hint=hint or "pair (a, b) at angle t becomes (a cos t - b sin t, a sin t + b cos t)")
         return case
 
@@ -281,6 +312,9 @@ def check_apply_rope(fn: Callable) -> None:
         ("base 1,000,000, scattered positions", values((4, 16), [3, 0, 900, 17], 1e6, "interleaved")),
         ("float32 kept", values((2, 6, 8), list(range(6)), 10000.0, "half", torch.float32)),
         ("float32 at positions near 5000", values((3, 16), [5000, 5001, 5003], 10000.0, "half", torch.float32)),
+        ("float16 kept, positions 100 ... 105", values((2, 6, 16), list(range(100, 106)), 10000.0, "half",
+                                                       torch.float16)),
+        ("bfloat16 kept", values((3, 5, 8), [0, 1, 2, 3, 200], 500000.0, "interleaved", torch.bfloat16)),
         ("position 0 changes nothing", position_zero),
         ("norms are unchanged", norms_kept),
         ("the score depends only on the distance", relative),

@@ -6,10 +6,11 @@ course's version of one you have not written yet.
 """
 
 from attnlab import glossary, progress
+from attnlab.start import start_lesson
 from attnlab.switch import install as _install
 from attnlab.switch import source_of, use_own, use_reference
 
-__all__ = ["glossary", "progress", "use_reference", "use_own", "source_of"]
+__all__ = ["glossary", "progress", "start_lesson", "use_reference", "use_own", "source_of"]
 __version__ = "0.1.0"
 
 _install()

@@ -21,6 +21,9 @@ class Lesson:
     modules:  exercise modules of ``attnlab`` this lesson owns (learners fill them in).
     points:   total points of the lesson's graded cells; ``build`` checks the notebook agrees.
     budget_s: seconds the solution notebook may take to execute top to bottom on a 2-core CPU.
+    builds_on: exercise modules of EARLIER lessons that this lesson's module or notebook uses (its
+              set-up cell, ``attnlab.start_lesson``, makes sure they run; a test derives them
+              from the sources).
     """
 
     number: str
@@ -30,6 +33,7 @@ class Lesson:
     modules: tuple[str, ...] = ()
     points: float = 0.0
     budget_s: float = 60.0
+    builds_on: tuple[str, ...] = ()
 
     @property
     def graded(self) -> bool:
@@ -64,6 +68,7 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("masking",),
         points=18.0,
         budget_s=60.0,
+        builds_on=("attention",),
     ),
     Lesson(
         "04",
@@ -73,6 +78,7 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("multihead",),
         points=17.0,
         budget_s=120.0,
+        builds_on=("attention", "masking"),
     ),
     Lesson(
         "05",
@@ -82,6 +88,7 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("positions",),
         points=14.0,
         budget_s=90.0,
+        builds_on=("attention", "masking", "multihead"),
     ),
     Lesson(
         "06",
@@ -91,6 +98,7 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("feedforward",),
         points=14.0,
         budget_s=150.0,
+        builds_on=("attention", "masking", "multihead", "positions"),
     ),
     Lesson(
         "07",
@@ -100,6 +108,7 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("stacks",),
         points=22.0,
         budget_s=180.0,
+        builds_on=("additive", "attention", "masking", "multihead", "positions", "feedforward"),
     ),
     Lesson(
         "08",
@@ -109,6 +118,7 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("cost",),
         points=16.0,
         budget_s=120.0,
+        builds_on=("attention", "masking", "multihead", "positions"),
     ),
     Lesson(
         "09",
@@ -118,6 +128,7 @@ LESSONS: tuple[Lesson, ...] = (
         modules=("flash",),
         points=18.0,
         budget_s=180.0,
+        builds_on=("cost",),
     ),
 )
 

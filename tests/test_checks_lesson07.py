@@ -26,7 +26,25 @@ def test_the_reference_passes_every_check(stacks, capsys):
     checks.check_decoder_only(stacks.DecoderOnly)
     checks.check_encoder_decoder(stacks.EncoderDecoder)
     checks.check_generate(stacks.generate, stacks.DecoderOnly, stacks.EncoderDecoder)
-    assert capsys.readouterr().out.count("✓") == 6
+    assert capsys.readouterr().out.splitlines() == [
+        "✓ EncoderBlock: 6 checks passed", "✓ DecoderBlock: 8 checks passed", "✓ EncoderOnly: 4 checks passed",
+        "✓ DecoderOnly: 6 checks passed", "✓ EncoderDecoder: 6 checks passed", "✓ generate: 6 checks passed"]
+
+
+@pytest.mark.parametrize("kind", ["EncoderBlock", "DecoderBlock", "EncoderOnly", "DecoderOnly", "EncoderDecoder"])
+@pytest.mark.parametrize("settings", [{}, {"placement": "post", "norm": "rms", "activation": "swiglu", "n_kv_heads": 1},
+                                      {"tie_embeddings": False, "bias": True, "rope_base": None}])
+def test_the_contract_is_the_references_parameters(stacks, kind, settings):
+    # The checks' list of names and shapes (the contract) against what the reference builds.
+    init = dict(d_model=8, n_heads=2, d_ff=12, **settings)
+    if kind in ("EncoderOnly", "DecoderOnly", "EncoderDecoder"):
+        init |= dict(vocab_size=11, n_layers=2)
+    if kind in ("EncoderBlock", "DecoderBlock", "EncoderOnly"):
+        init.pop("tie_embeddings", None)
+    init |= {"EncoderOnly": {"n_classes": 3}, "EncoderDecoder": {"n_decoder_layers": 1},
+             "DecoderBlock": {"cross_attention": True}}.get(kind, {})
+    built = {name: tuple(p.shape) for name, p in getattr(stacks, kind)(**init).named_parameters()}
+    assert built == checks.contract_parameters(kind, init)
 
 
 def test_stubs_raise_not_implemented_naming_the_lesson():
@@ -234,3 +252,27 @@ def test_generate_that_samples_at_temperature_one_whatever_the_temperature(stack
         return stacks.generate(model, prompt, max_new_tokens, use_cache, 1.0 if temperature > 1e-3 else 0.0,
                                generator, **kwargs)
     fails(lambda g: checks.check_generate(g, stacks.DecoderOnly), wrong, "temperature=2.5", "/ temperature")
+
+
+def test_generate_blames_a_wrong_model_not_generate(stacks):
+    class NoFinalNorm(stacks.DecoderOnly):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.final_norm.forward = lambda x: x
+    fails(lambda g: checks.check_generate(g, NoFinalNorm), stacks.generate, "your DecoderOnly's logits",
+          "fix it first")
+
+
+def test_a_pre_norm_model_without_final_norm_is_told_to_add_it(stacks):
+    class Identity(stacks.DecoderOnly):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.final_norm = nn.Identity()
+    fails(checks.check_decoder_only, Identity, "has no parameter 'final_norm.weight'", "pre-norm model normalizes")
+
+
+def test_a_hard_coded_rope_base_is_named(stacks):
+    class Hardcoded(stacks.EncoderBlock):
+        def __init__(self, *args, rope_base=10000.0, **kwargs):
+            super().__init__(*args, rope_base=10000.0, **kwargs)
+    fails(checks.check_encoder_block, Hardcoded, "rope_base=500.0 asks for rotary positions", "not the default")

@@ -132,7 +132,8 @@ def test_models_equal_the_float64_functional_reference_with_rope(stacks, kind, s
     model = getattr(stacks, kind)(vocab, d, 2, n_heads, 24, **settings, **extra).double().eval()
     _randomize(model, 3)
     state = model.state_dict()
-    common = dict(n_heads=n_heads, n_kv_heads=settings.get("n_kv_heads"), placement=settings.get("placement", "pre"))
+    common = dict(n_heads=n_heads, n_kv_heads=settings.get("n_kv_heads"), placement=settings.get("placement", "pre"),
+                  norm=settings.get("norm", "layer"), activation=settings.get("activation", "gelu"))
     if kind == "EncoderOnly":
         tokens = torch.randint(0, vocab, (3, 6))
         mask = torch.arange(6) < torch.tensor([6, 2, 5])[:, None]

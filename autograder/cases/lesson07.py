@@ -1,11 +1,12 @@
 """Trusted cases of lesson 07 (EncoderBlock, DecoderBlock, EncoderOnly, DecoderOnly, EncoderDecoder,
 generate).
 
-Every case builds the learner's class with random sizes, sets every parameter by the names the
-course fixes (``attnlab.stacks``'s docstring; a renamed submodule fails here), and calls it in
-float64 through the recipes ``stacks_model``, ``stacks_cache`` and ``stacks_generate`` of
-``autograder.recipes``. The parameter names are listed here from the contract, not read from any
-implementation.
+Every case builds the learner's class with random sizes and arrangements (placement, norm,
+activation, rope_base, tied or untied embeddings), sets every parameter by the names the course
+fixes (``attnlab.stacks``'s docstring; a renamed, missing or extra parameter fails here, as it
+would fail to load a saved model), and calls it in float64 through the recipes ``stacks_model``,
+``stacks_cache`` and ``stacks_generate`` of ``autograder.recipes``. The parameter names are listed
+here from the contract, not read from any implementation.
 """
 
 from __future__ import annotations
@@ -99,11 +100,11 @@ def _padding(rng, b: int, n: int) -> np.ndarray:
 
 
 def _block(grade_id, rng, kind, b, n, d, n_heads, n_kv=None, d_ff=None, *, placement="pre", norm="layer",
-           activation="gelu", cross=False, m=None, padded=False, weights=False, label=""):
+           activation="gelu", rope_base=10000.0, cross=False, m=None, padded=False, weights=False, label=""):
     inputs = Inputs()
     d_ff = d_ff or 2 * d
     init = {"d_model": d, "n_heads": n_heads, "d_ff": d_ff, "n_kv_heads": n_kv, "placement": placement,
-            "norm": norm, "activation": activation}
+            "norm": norm, "activation": activation, "rope_base": rope_base}
     if kind == "DecoderBlock":
         init["cross_attention"] = cross
     parameters = _parameter_arrays(rng, inputs, _block_parameters(
@@ -121,11 +122,12 @@ def _block(grade_id, rng, kind, b, n, d, n_heads, n_kv=None, d_ff=None, *, place
 
 
 def _model(grade_id, rng, kind, b, n, *, vocab, d, n_layers, n_heads, n_kv=None, method="forward", m=None,
-           padded=False, weights=False, tie=True, placement="pre", norm="layer", n_decoder_layers=None,
-           n_classes=None, label=""):
+           padded=False, weights=False, tie=True, placement="pre", norm="layer", activation="gelu",
+           rope_base=10000.0, n_decoder_layers=None, n_classes=None, label=""):
     inputs = Inputs()
     init = {"vocab_size": vocab, "d_model": d, "n_layers": n_layers, "n_heads": n_heads, "d_ff": 2 * d,
-            "n_kv_heads": n_kv, "placement": placement, "norm": norm}
+            "n_kv_heads": n_kv, "placement": placement, "norm": norm, "activation": activation,
+            "rope_base": rope_base}
     if kind == "EncoderOnly":
         init["n_classes"] = n_classes
     if kind in ("DecoderOnly", "EncoderDecoder"):
@@ -179,7 +181,9 @@ def _generate(grade_id, rng, b, n_prompt, steps, *, use_cache, kind="DecoderOnly
     reference's, also when sampling (temperature above 0: both draw from a generator seeded alike);
     "reproducible" only asks that two runs agree, the ids stay in the vocabulary and the prompt is kept."""
     inputs = Inputs()
-    init = {"vocab_size": vocab, "d_model": d, "n_layers": n_layers, "n_heads": n_heads, "d_ff": 2 * d}
+    # Untied: with tied embeddings a random model mostly repeats its last token, whatever generate does.
+    init = {"vocab_size": vocab, "d_model": d, "n_layers": n_layers, "n_heads": n_heads, "d_ff": 2 * d,
+            "tie_embeddings": False}
     parameters = _parameter_arrays(rng, inputs, _model_parameters(kind, init))
     prompt = rng.integers(0, vocab, size=(n_prompt,) if one_d else (b, n_prompt))
     args = [inputs.add(prompt), steps]
@@ -197,6 +201,10 @@ def cases() -> list[Case]:
         _block("encoder_block_visible", rng, "EncoderBlock", 2, 4, 8, 2, placement="post", label="post-norm"),
         _block("encoder_block_visible", rng, "EncoderBlock", 3, 6, 12, 3, padded=True, weights=True, label="padding"),
         _block("encoder_block_visible", rng, "EncoderBlock", 2, 5, 16, 4, 2, norm="rms", label="GQA, RMSNorm"),
+        _block("encoder_block_visible", rng, "EncoderBlock", 2, 3, 8, 2, 1, 12, activation="swiglu", rope_base=500.0,
+               label="SwiGLU, one KV head, rope_base=500"),
+        _block("encoder_block_visible", rng, "EncoderBlock", 2, 1, 12, 3, placement="post", norm="rms", rope_base=None,
+               padded=True, label="post-norm, RMSNorm, no positions, one token"),
     ]
     for index in range(6):
         n_heads = int(rng.choice([1, 2, 3, 4]))
@@ -206,7 +214,7 @@ def cases() -> list[Case]:
             "encoder_block_hidden", rng, "EncoderBlock", int(rng.integers(1, 4)), int(rng.integers(1, 10)),
             n_heads * h, n_heads, n_kv, int(rng.integers(3, 20)), placement=("pre", "post")[index % 2],
             norm=("layer", "rms")[index // 3], activation=("gelu", "swiglu")[index == 4], padded=index in (1, 3, 5),
-            weights=index % 2 == 0, label=f"hidden {index}"))
+            rope_base=(10000.0, 300.0, None)[index % 3], weights=index % 2 == 0, label=f"hidden {index}"))
 
     found += [
         _block("decoder_block_visible", rng, "DecoderBlock", 2, 5, 8, 2, weights=False, label="no cross-attention"),
@@ -214,6 +222,10 @@ def cases() -> list[Case]:
                weights=True, label="cross-attention, padded memory"),
         _block("decoder_block_visible", rng, "DecoderBlock", 2, 5, 16, 4, 2, placement="post", cross=True, m=3,
                label="post-norm, GQA, cross-attention"),
+        _block("decoder_block_visible", rng, "DecoderBlock", 2, 3, 8, 2, 1, 12, norm="rms", activation="swiglu",
+               rope_base=None, cross=True, m=4, padded=True, label="RMSNorm, SwiGLU, one KV head, no positions"),
+        _block("decoder_block_visible", rng, "DecoderBlock", 3, 1, 8, 2, d_ff=10, placement="post", norm="rms",
+               rope_base=500.0, label="post-norm, RMSNorm, rope_base=500, one token"),
         _cached("decoder_block_visible", rng, "DecoderBlock", 2, (3, 1, 2), d=12, n_heads=3, label="KV cache"),
     ]
     for index in range(6):
@@ -224,7 +236,8 @@ def cases() -> list[Case]:
             "decoder_block_hidden", rng, "DecoderBlock", int(rng.integers(1, 4)), int(rng.integers(1, 9)),
             n_heads * h, n_heads, [None, 1][index % 2 == 0 and n_heads > 1], int(rng.integers(3, 17)),
             placement=("pre", "post")[index // 3], cross=cross, m=int(rng.integers(1, 8)), padded=cross,
-            weights=index in (1, 2), norm=("layer", "rms")[index == 4], label=f"hidden {index}"))
+            weights=index in (1, 2), norm=("layer", "rms")[index == 4], activation=("gelu", "swiglu")[index == 3],
+            rope_base=(10000.0, None, 200.0)[index % 3], label=f"hidden {index}"))
     for index, chunks in enumerate([(1, 1, 1, 1), (4, 3), (2, 5, 1)]):
         found.append(_cached("decoder_block_hidden", rng, "DecoderBlock", int(rng.integers(1, 3)), chunks, d=8,
                              n_heads=2, n_kv=(None, 1, 2)[index], label=f"hidden cache {index}"))
@@ -234,19 +247,32 @@ def cases() -> list[Case]:
                label="hidden states"),
         _model("encoder_only_visible", rng, "EncoderOnly", 3, 6, vocab=13, d=12, n_layers=2, n_heads=3, n_classes=2,
                padded=True, method="classify", label="classify, padding"),
+        _model("encoder_only_visible", rng, "EncoderOnly", 3, 6, vocab=13, d=12, n_layers=2, n_heads=3, n_classes=2,
+               padded=True, weights=True, label="padding, the weights of every layer"),
+        _model("encoder_only_visible", rng, "EncoderOnly", 2, 5, vocab=10, d=8, n_layers=2, n_heads=2, n_classes=3,
+               padded=True, placement="post", label="post-norm, padding"),
+        _model("encoder_only_visible", rng, "EncoderOnly", 2, 4, vocab=9, d=8, n_layers=2, n_heads=2, n_kv=1,
+               n_classes=2, padded=True, norm="rms", activation="swiglu", rope_base=None, method="classify",
+               label="RMSNorm, SwiGLU, one KV head, no positions"),
     ]
     for index in range(5):
         found.append(_model(
             "encoder_only_hidden", rng, "EncoderOnly", int(rng.integers(1, 4)), int(rng.integers(2, 9)),
             vocab=int(rng.integers(5, 30)), d=8, n_layers=int(rng.integers(1, 3)), n_heads=(1, 2, 4)[index % 3],
             n_classes=int(rng.integers(2, 5)), padded=index % 2 == 0, method=("forward", "classify")[index % 2],
-            weights=index == 2, placement=("pre", "post")[index == 3], label=f"hidden {index}"))
+            weights=index == 2, placement=("pre", "post")[index in (1, 3)], norm=("layer", "rms")[index == 4],
+            activation=("gelu", "swiglu")[index == 1], rope_base=(10000.0, 400.0, None)[index % 3],
+            label=f"hidden {index}"))
 
     found += [
         _model("decoder_only_visible", rng, "DecoderOnly", 2, 5, vocab=11, d=8, n_layers=2, n_heads=2,
                label="tied embeddings"),
         _model("decoder_only_visible", rng, "DecoderOnly", 3, 4, vocab=9, d=16, n_layers=1, n_heads=4, n_kv=2,
                tie=False, norm="rms", weights=True, label="untied, GQA, weights"),
+        _model("decoder_only_visible", rng, "DecoderOnly", 2, 5, vocab=10, d=8, n_layers=2, n_heads=2,
+               placement="post", label="post-norm"),
+        _model("decoder_only_visible", rng, "DecoderOnly", 2, 4, vocab=12, d=12, n_layers=2, n_heads=3,
+               activation="swiglu", rope_base=500.0, weights=True, label="SwiGLU, rope_base=500, weights"),
         _cached("decoder_only_visible", rng, "DecoderOnly", 2, (4, 1, 2), d=12, n_heads=3, vocab=10,
                 label="KV cache"),
     ]
@@ -255,7 +281,8 @@ def cases() -> list[Case]:
             "decoder_only_hidden", rng, "DecoderOnly", int(rng.integers(1, 4)), int(rng.integers(1, 10)),
             vocab=int(rng.integers(5, 40)), d=(8, 16, 16)[index % 3], n_layers=int(rng.integers(1, 4)),
             n_heads=(2, 4, 4)[index % 3], n_kv=(None, None, 1)[index % 3], tie=index != 1,
-            weights=index == 3, placement=("pre", "post")[index == 4], label=f"hidden {index}"))
+            weights=index == 3, placement=("pre", "post")[index in (1, 4)], activation=("gelu", "swiglu")[index == 2],
+            rope_base=(10000.0, None, 250.0)[index % 3], label=f"hidden {index}"))
     for index, chunks in enumerate([(1, 1, 1), (3, 4), (5, 1, 2)]):
         found.append(_cached("decoder_only_hidden", rng, "DecoderOnly", int(rng.integers(1, 3)), chunks, d=8,
                              n_heads=2, n_kv=(None, 1, None)[index], vocab=int(rng.integers(5, 20)),
@@ -266,6 +293,13 @@ def cases() -> list[Case]:
                n_heads=2, label="padded source"),
         _model("encoder_decoder_visible", rng, "EncoderDecoder", 3, 6, m=4, padded=True, vocab=9, d=12, n_layers=2,
                n_decoder_layers=1, n_heads=3, method="encode", label="encode"),
+        _model("encoder_decoder_visible", rng, "EncoderDecoder", 2, 5, m=4, vocab=11, d=8, n_layers=2, n_heads=2,
+               tie=False, placement="post", label="untied, post-norm, no padding"),
+        _model("encoder_decoder_visible", rng, "EncoderDecoder", 2, 3, m=5, padded=True, vocab=9, d=8, n_layers=1,
+               n_decoder_layers=2, n_heads=2, n_kv=1, norm="rms", activation="swiglu", rope_base=None, weights=True,
+               label="RMSNorm, SwiGLU, one KV head, no positions, weights"),
+        _cached("encoder_decoder_visible", rng, "EncoderDecoder", 2, (2, 1, 3), d=8, n_heads=2, vocab=10, m=5,
+                label="KV cache"),
     ]
     for index in range(5):
         m, n = (int(v) for v in rng.integers(1, 9, size=2))
@@ -273,7 +307,9 @@ def cases() -> list[Case]:
             "encoder_decoder_hidden", rng, "EncoderDecoder", int(rng.integers(1, 4)), n, m=m, padded=index % 2 == 0,
             vocab=int(rng.integers(5, 25)), d=8, n_layers=int(rng.integers(1, 3)),
             n_decoder_layers=(None, 1, 2)[index % 3], n_heads=(1, 2, 4)[index % 3], tie=index != 2,
-            weights=index == 1, placement=("pre", "post")[index == 3], label=f"hidden {index}"))
+            weights=index == 1, placement=("pre", "post")[index in (1, 3)], norm=("layer", "rms")[index == 4],
+            activation=("gelu", "swiglu")[index == 0], rope_base=(10000.0, None, 600.0)[index % 3],
+            label=f"hidden {index}"))
     found.append(_cached("encoder_decoder_hidden", rng, "EncoderDecoder", 2, (2, 1, 3), d=8, n_heads=2, vocab=12,
                          m=5, label="hidden cache"))
 
@@ -285,6 +321,12 @@ def cases() -> list[Case]:
                   label="sampling with a seeded generator"),
         _generate("generate_visible", rng, 1, 2, 8, use_cache=True, temperature=1.0,
                   label="sampling: the reference's tokens from the same seeded generator"),
+        _generate("generate_visible", rng, 2, 3, 0, use_cache=True, label="no new tokens, cache"),
+        _generate("generate_visible", rng, 2, 3, 0, use_cache=False, label="no new tokens, no cache"),
+        _generate("generate_visible", rng, 3, 2, 8, use_cache=False, temperature=0.5,
+                  label="sampling at 0.5, no cache: the reference's tokens"),
+        _generate("generate_visible", rng, 3, 2, 8, use_cache=True, temperature=2.5,
+                  label="sampling at 2.5, cache: the reference's tokens"),
     ]
     for index in range(6):
         found.append(_generate(

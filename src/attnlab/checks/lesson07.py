@@ -1,13 +1,16 @@
 """Visible checks of lesson 07: ``check_encoder_block``, ``check_decoder_block``,
 ``check_encoder_only``, ``check_decoder_only``, ``check_encoder_decoder``, ``check_generate``.
 
-Each check builds your class, gives every parameter random values (norms included, so that a
-missing norm shows), and compares what it computes with a float64 reference written here from
-PyTorch's functions (``F.layer_norm``, ``F.rms_norm``, ``F.scaled_dot_product_attention``,
-``F.gelu``) reading the same parameters by name. Then the properties any correct arrangement has:
-no token of a decoder sees a later one (lesson 03's perturbation test), decoding token by token with
-the KV cache gives what one full pass gives, cross-attention reads the source, padding is not
-attended to, and ``generate`` gives the same tokens with and without the cache.
+Each check builds your class, first compares its parameters with the course's contract (every name
+and shape a saved model has, ``contract_parameters``: a model is loaded by name), gives every
+parameter random values (norms included, so that a missing norm shows), and compares what it
+computes with a float64 reference written here from PyTorch's functions (``F.layer_norm``,
+``F.rms_norm``, ``F.gelu``, ``F.silu``) reading the same parameters by name, for the arrangement
+the arguments ask for (placement, norm, activation, rope_base). Then the properties any correct
+arrangement has: no token of a decoder sees a later one (lesson 03's perturbation test), decoding
+token by token with the KV cache gives what one full pass gives, cross-attention reads the source,
+padding is not attended to, and ``generate`` writes what greedy decoding or seeded sampling writes,
+with and without the cache.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "check_encoder_decoder",
     "check_encoder_only",
     "check_generate",
+    "contract_parameters",
     "reference_transformer_block",
     "reference_transformer",
 ]
@@ -48,6 +52,143 @@ MODEL_NAMES = {
     "DecoderOnly": ("embed", "blocks", "final_norm", "lm_head"),
     "EncoderDecoder": ("embed", "encoder", "encoder_norm", "decoder", "decoder_norm", "lm_head"),
 }
+FINAL_NORMS = ("final_norm", "encoder_norm", "decoder_norm")
+
+
+# --------------------------------------------------------------------------------------------
+# The contract: every parameter's name and shape (attnlab.stacks's docstring)
+# --------------------------------------------------------------------------------------------
+
+
+def contract_parameters(kind: str, init: dict) -> dict[str, tuple[int, ...]]:
+    """Name -> shape of every parameter of ``kind`` ("EncoderBlock", ..., "EncoderDecoder") built
+    with the keyword arguments ``init``, as the course's contract fixes them: norms LayerNorm
+    (weight, bias) or RMSNorm (weight); attention projections with biases only when ``bias``; the
+    feed-forward block with its biases (and a gate for SwiGLU); no final norm after post-norm
+    blocks; ``lm_head.weight`` only when untied (a tied one is ``embed.weight``)."""
+    d, n_heads, d_ff = init["d_model"], init["n_heads"], init["d_ff"]
+    n_kv, h = init.get("n_kv_heads") or n_heads, d // n_heads
+    norm, bias = init.get("norm", "layer"), init.get("bias", False)
+    found: dict[str, tuple[int, ...]] = {}
+
+    def linear(prefix, n_out, n_in, with_bias):
+        found[f"{prefix}.weight"] = (n_out, n_in)
+        if with_bias:
+            found[f"{prefix}.bias"] = (n_out,)
+
+    def norm_(prefix):
+        found[f"{prefix}.weight"] = (d,)
+        if norm == "layer":
+            found[f"{prefix}.bias"] = (d,)
+
+    def attention(prefix):
+        for name, n_out in (("q_proj", n_heads * h), ("k_proj", n_kv * h), ("v_proj", n_kv * h)):
+            linear(f"{prefix}.{name}", n_out, d, bias)
+        linear(f"{prefix}.o_proj", d, n_heads * h, bias)
+
+    def block(prefix, cross):
+        norm_(f"{prefix}attn_norm")
+        attention(f"{prefix}self_attn")
+        if cross:
+            norm_(f"{prefix}cross_norm")
+            attention(f"{prefix}cross_attn")
+        norm_(f"{prefix}ffn_norm")
+        if init.get("activation", "gelu") == "swiglu":
+            linear(f"{prefix}ffn.gate", d_ff, d, True)
+        linear(f"{prefix}ffn.up", d_ff, d, True)
+        linear(f"{prefix}ffn.down", d, d_ff, True)
+
+    if kind in ("EncoderBlock", "DecoderBlock"):
+        block("", kind == "DecoderBlock" and init.get("cross_attention", False))
+        return found
+    pre, n_layers = init.get("placement", "pre") == "pre", init["n_layers"]
+    found["embed.weight"] = (init["vocab_size"], d)
+    if kind == "EncoderDecoder":
+        for i in range(n_layers):
+            block(f"encoder.{i}.", False)
+        if pre:
+            norm_("encoder_norm")
+        for i in range(init.get("n_decoder_layers") or n_layers):
+            block(f"decoder.{i}.", True)
+        if pre:
+            norm_("decoder_norm")
+    else:
+        for i in range(n_layers):
+            block(f"blocks.{i}.", False)
+        if pre:
+            norm_("final_norm")
+    if kind == "EncoderOnly" and init.get("n_classes"):
+        linear("classifier", init["n_classes"], d, True)
+    if kind != "EncoderOnly" and not init.get("tie_embeddings", True):
+        found["lm_head.weight"] = (init["vocab_size"], d)
+    return found
+
+
+def _why(name: str, problem: str, init: dict) -> str:
+    """What a missing ("missing"), unexpected ("extra") or misshapen ("shape") parameter means."""
+    part = ["", *name.split(".")]  # part[-2]: the submodule that holds the parameter ("" at the top)
+    if problem == "shape":
+        if part[-2] in ("k_proj", "v_proj"):
+            return (f"n_kv_heads={init.get('n_kv_heads')}: pass n_kv_heads on to MultiHeadAttention "
+                    "(and to every block)")
+        return "build every submodule with the sizes the arguments give"
+    if "gate" in part:
+        return (f"activation={init.get('activation', 'gelu')!r}: "
+                + ("SwiGLU has a gate" if problem == "missing" else "only SwiGLU has a gate")
+                + ", so pass activation on to FeedForward (and to every block)")
+    if "lm_head" in part and part[-1] == "weight":
+        return ("with tie_embeddings=True, lm_head must share the embedding's weight: "
+                "self.lm_head.weight = self.embed.weight" if problem == "extra" else
+                "with tie_embeddings=False, lm_head must have a weight of its own")
+    if "lm_head" in part:
+        return "lm_head has no bias: nn.Linear(d_model, vocab_size, bias=False)"
+    if part[1] in FINAL_NORMS:
+        if problem == "missing":
+            return (f"a pre-norm model normalizes once more after its last block: {part[1]} = "
+                    "make_norm(norm, d_model); only a post-norm model's is nn.Identity()")
+        if problem == "extra" and init.get("placement", "pre") == "post":
+            return (f"with placement='post', {part[1]} must be nn.Identity() (no parameters): the last "
+                    "block already normalized")
+    if part[-2].endswith("norm") and part[-1] == "bias":
+        return ("norm='layer' is a LayerNorm, with a weight and a bias" if problem == "missing" else
+                "norm='rms' is an RMSNorm, with a weight and no bias") + ": pass norm on to make_norm"
+    if part[-2].endswith("_proj") and part[-1] == "bias":
+        return f"bias={init.get('bias', False)} is for the attention's projections: pass it on to MultiHeadAttention"
+    if "ffn" in part and part[-1] == "bias":
+        return ("the feed-forward block keeps its biases (FeedForward's default, bias=True); the block's bias "
+                "argument is for the attention's projections only")
+    if name == "classifier.bias":
+        return "the classifier is nn.Linear(d_model, n_classes), with a bias"
+    if part[1] in CROSS_NAMES and problem == "extra":
+        return ("DecoderBlock(cross_attention=False) must not create cross_norm and cross_attn: their weights "
+                "would be missing from a saved decoder-only model")
+    return "create the submodules with exactly the documented names and sizes"
+
+
+def _need_parameters(module: nn.Module, kind: str, init: dict) -> None:
+    """``module``'s parameters are exactly ``contract_parameters(kind, init)``, names and shapes."""
+    have = {name: tuple(p.shape) for name, p in module.named_parameters()}
+    want = contract_parameters(kind, init)
+    problems = ([(n, "missing", f"has no parameter {n!r}") for n in want if n not in have]
+                + [(n, "shape", f"has {n!r} of shape {have[n]}, expected {want[n]}")
+                   for n in want if n in have and have[n] != want[n]]
+                + [(n, "extra", f"has a parameter {n!r} the contract does not name") for n in have if n not in want])
+    if problems:
+        name, problem, said = problems[0]
+        more = f" (and {len(problems) - 1} more such problems)" if len(problems) > 1 else ""
+        raise AssertionError(f"{kind} built with {_arguments(init)} {said}{more}: {_why(name, problem, init)}. "
+                             "A saved model, such as the course model, is loaded by name: it must fit exactly")
+
+
+def _arguments(init: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in init.items())
+
+
+def _settings(init: dict) -> dict:
+    """The reference's arrangement settings for a block or model built with ``init``."""
+    return dict(n_heads=init["n_heads"], n_kv_heads=init.get("n_kv_heads"), placement=init.get("placement", "pre"),
+                norm=init.get("norm", "layer"), activation=init.get("activation", "gelu"),
+                rope_base=init.get("rope_base", 10000.0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,12 +201,12 @@ def _get(state: dict, name: str) -> torch.Tensor | None:
     return None if value is None else _as_float64(value)
 
 
-def _norm(state: dict, prefix: str, x: torch.Tensor, eps: float | None = None) -> torch.Tensor:
-    """LayerNorm if the state has ``prefix.bias``, else RMSNorm (eps: 1e-5 and 1e-6, the defaults)."""
-    weight, bias = _get(state, f"{prefix}.weight"), _get(state, f"{prefix}.bias")
-    if bias is not None:
-        return F.layer_norm(x, x.shape[-1:], weight, bias, 1e-5 if eps is None else eps)
-    return F.rms_norm(x, x.shape[-1:], weight, 1e-6 if eps is None else eps)
+def _norm(state: dict, prefix: str, x: torch.Tensor, kind: str) -> torch.Tensor:
+    """kind "layer": LayerNorm (eps 1e-5); "rms": RMSNorm (eps 1e-6), the course's defaults."""
+    weight = _get(state, f"{prefix}.weight")
+    if kind == "layer":
+        return F.layer_norm(x, x.shape[-1:], weight, _get(state, f"{prefix}.bias"), 1e-5)
+    return F.rms_norm(x, x.shape[-1:], weight, 1e-6)
 
 
 def _linear(state: dict, prefix: str, x: torch.Tensor) -> torch.Tensor:
@@ -102,8 +243,8 @@ def _attention(state: dict, prefix: str, x: torch.Tensor, source: torch.Tensor, 
     return _linear(state, f"{prefix}.o_proj", out), weights
 
 
-def _ffn(state: dict, prefix: str, x: torch.Tensor) -> torch.Tensor:
-    if f"{prefix}.gate.weight" in state:
+def _ffn(state: dict, prefix: str, x: torch.Tensor, activation: str) -> torch.Tensor:
+    if activation == "swiglu":
         hidden = F.silu(_linear(state, f"{prefix}.gate", x)) * _linear(state, f"{prefix}.up", x)
     else:
         hidden = F.gelu(_linear(state, f"{prefix}.up", x))
@@ -111,13 +252,16 @@ def _ffn(state: dict, prefix: str, x: torch.Tensor) -> torch.Tensor:
 
 
 def reference_transformer_block(state: dict, x, *, n_heads: int, n_kv_heads: int | None = None, causal: bool = False,
-                    memory=None, memory_mask=None, mask=None, placement: str = "pre",
-                    rope_base: float | None = 10000.0, prefix: str = "", mistake: str = "") -> dict:
+                                memory=None, memory_mask=None, mask=None, placement: str = "pre",
+                                norm: str = "layer", activation: str = "gelu", rope_base: float | None = 10000.0,
+                                prefix: str = "", mistake: str = "") -> dict:
     """One block (encoder block, or decoder block when ``causal``, with cross-attention when
     ``memory`` is given), in float64, from the parameters in ``state`` (names as in
     ``attnlab.stacks``, after ``prefix``). mask: boolean, broadcastable to (b, H, n, n).
+    norm: "layer" or "rms"; activation: "gelu" or "swiglu"; rope_base: None for no positions.
     mistake: "" or one of the usual errors ("post" for "pre" and the reverse, "no residual",
-    "no causal mask", "causal", "ffn reads x", "memory not masked", "cross before self").
+    "no causal mask", "causal", "ffn reads x", "mask ignored", "memory not masked",
+    "cross before self").
     Returns {"out", "self_weights", "cross_weights"}.
     """
     x = _as_float64(x)
@@ -131,12 +275,12 @@ def reference_transformer_block(state: dict, x, *, n_heads: int, n_kv_heads: int
             pre = not pre
         skip = mistake == "no residual" or mistake == f"no residual around {norm_name[:-5]}"
         if pre:
-            update = sublayer(_norm(state, p + norm_name, x) if reads_norm else x)
+            update = sublayer(_norm(state, p + norm_name, x, norm) if reads_norm else x)
             return update if skip else x + update
         update = sublayer(x)
-        return _norm(state, p + norm_name, update if skip else x + update)
+        return _norm(state, p + norm_name, update if skip else x + update, norm)
 
-    allowed = None if mask is None else torch.as_tensor(mask, dtype=torch.bool)
+    allowed = None if mask is None or mistake == "mask ignored" else torch.as_tensor(mask, dtype=torch.bool)
     use_causal = (causal and mistake != "no causal mask") or (not causal and mistake == "causal")
     if use_causal:
         lower = torch.ones(n, n, dtype=torch.bool).tril()
@@ -161,65 +305,80 @@ def reference_transformer_block(state: dict, x, *, n_heads: int, n_kv_heads: int
             x = step(x, "attn_norm", self_attention)
         elif memory is not None:
             x = step(x, "cross_norm", cross_attention)
-    x = step(x, "ffn_norm", lambda h: _ffn(state, p + "ffn", h), reads_norm=mistake != "ffn reads x")
+    x = step(x, "ffn_norm", lambda h: _ffn(state, p + "ffn", h, activation), reads_norm=mistake != "ffn reads x")
     found["out"] = x
     found.setdefault("cross_weights", None)
     return found
 
 
 def reference_transformer(kind: str, state: dict, *, n_heads: int, n_kv_heads: int | None = None,
-                    tokens=None, mask=None, source=None, target=None, source_mask=None,
-                    placement: str = "pre", rope_base: float | None = 10000.0, mistake: str = "") -> dict:
+                          tokens=None, mask=None, source=None, target=None, source_mask=None,
+                          placement: str = "pre", norm: str = "layer", activation: str = "gelu",
+                          rope_base: float | None = 10000.0, mistake: str = "") -> dict:
     """A whole model in float64 from its state dict: kind "EncoderOnly" (tokens, mask: hidden
-    states and mean-pooled class logits), "DecoderOnly" (tokens: logits) or "EncoderDecoder"
-    (source, target, source_mask: logits). mistake: "" or "pool padding" (EncoderOnly's mean over
-    every position), "no final norm", or a block mistake."""
-    block_mistake = mistake if mistake not in ("pool padding", "no final norm") else ""
-    settings = dict(n_heads=n_heads, n_kv_heads=n_kv_heads, placement=placement, rope_base=rope_base,
-                    mistake=block_mistake)
+    states, the self-attention weights of every layer, and mean-pooled class logits),
+    "DecoderOnly" (tokens: logits and weights) or "EncoderDecoder" (source, target, source_mask:
+    logits, memory, self and cross weights). A pre-norm model ends with its final norm(s), a
+    post-norm model has none. mistake: "" or "pool padding" (EncoderOnly's mean over every
+    position), "padding not masked" (no padding mask in the encoder's blocks), "no final norm" (the
+    norm before the head or the classifier: final_norm, decoder_norm), or a block mistake (in every
+    block)."""
+    model_mistakes = ("pool padding", "padding not masked", "no final norm")
+    block_mistake = "" if mistake in model_mistakes else mistake
+    settings = dict(n_heads=n_heads, n_kv_heads=n_kv_heads, placement=placement, norm=norm, activation=activation,
+                    rope_base=rope_base, mistake=block_mistake)
     embed = _get(state, "embed.weight")
 
     def final(name, x):
-        if mistake == "no final norm" or f"{name}.weight" not in state:
-            return x
-        return _norm(state, name, x)
+        skipped = mistake == "no final norm" and name != "encoder_norm"  # the norm before the head
+        return x if placement == "post" or skipped else _norm(state, name, x, norm)
 
     def layers(prefix):
         return sorted({int(k.split(".")[1]) for k in state if k.startswith(prefix + ".")})
 
+    def padding(keep):
+        return None if keep is None or mistake == "padding not masked" else keep[:, None, None, :]
+
     if kind == "EncoderOnly":
-        x = embed[torch.as_tensor(tokens)]
-        allowed = None if mask is None else torch.as_tensor(mask, dtype=torch.bool)[:, None, None, :]
+        x, weights = embed[torch.as_tensor(tokens)], []
+        keep = None if mask is None else torch.as_tensor(mask, dtype=torch.bool)
         for i in layers("blocks"):
-            x = reference_transformer_block(state, x, mask=allowed, prefix=f"blocks.{i}.", **settings)["out"]
+            result = reference_transformer_block(state, x, mask=padding(keep), prefix=f"blocks.{i}.", **settings)
+            x = result["out"]
+            weights.append(result["self_weights"])
         hidden = final("final_norm", x)
-        found = {"hidden": hidden}
+        found = {"hidden": hidden, "weights": weights}
         if "classifier.weight" in state:
             # Mean over the real positions, written as a weighted sum (independent of the reference).
-            keep = (torch.ones(hidden.shape[:2], dtype=torch.float64) if mask is None or mistake == "pool padding"
+            real = (torch.ones(hidden.shape[:2], dtype=torch.float64) if mask is None or mistake == "pool padding"
                     else torch.as_tensor(mask, dtype=torch.float64))
-            pooled = torch.einsum("bn,bnd->bd", keep / keep.sum(dim=1, keepdim=True).clamp(min=1.0), hidden)
+            pooled = torch.einsum("bn,bnd->bd", real / real.sum(dim=1, keepdim=True).clamp(min=1.0), hidden)
             found["classes"] = _linear(state, "classifier", pooled)
         return found
+    head = _get(state, "lm_head.weight")
+    head = embed if head is None else head
     if kind == "DecoderOnly":
-        x = embed[torch.as_tensor(tokens)]
+        x, weights = embed[torch.as_tensor(tokens)], []
         for i in layers("blocks"):
-            x = reference_transformer_block(state, x, causal=True, prefix=f"blocks.{i}.", **settings)["out"]
-        head = _get(state, "lm_head.weight")
-        return {"logits": final("final_norm", x) @ (embed if head is None else head).T}
+            result = reference_transformer_block(state, x, causal=True, prefix=f"blocks.{i}.", **settings)
+            x = result["out"]
+            weights.append(result["self_weights"])
+        return {"logits": final("final_norm", x) @ head.T, "weights": weights}
     if kind == "EncoderDecoder":
         x = embed[torch.as_tensor(source)]
         keep = None if source_mask is None else torch.as_tensor(source_mask, dtype=torch.bool)
         for i in layers("encoder"):
-            x = reference_transformer_block(state, x, mask=None if keep is None else keep[:, None, None, :],
-                                prefix=f"encoder.{i}.", **settings)["out"]
+            x = reference_transformer_block(state, x, mask=padding(keep), prefix=f"encoder.{i}.", **settings)["out"]
         memory = final("encoder_norm", x)
-        y = embed[torch.as_tensor(target)]
+        y, self_weights, cross_weights = embed[torch.as_tensor(target)], [], []
         for i in layers("decoder"):
-            y = reference_transformer_block(state, y, causal=True, memory=memory, memory_mask=keep, prefix=f"decoder.{i}.",
-                                **settings)["out"]
-        head = _get(state, "lm_head.weight")
-        return {"logits": final("decoder_norm", y) @ (embed if head is None else head).T, "memory": memory}
+            result = reference_transformer_block(state, y, causal=True, memory=memory, memory_mask=keep,
+                                                 prefix=f"decoder.{i}.", **settings)
+            y = result["out"]
+            self_weights.append(result["self_weights"])
+            cross_weights.append(result["cross_weights"])
+        return {"logits": final("decoder_norm", y) @ head.T, "memory": memory, "self_weights": self_weights,
+                "cross_weights": cross_weights}
     raise ValueError(f"unknown kind {kind!r}")
 
 
@@ -255,14 +414,33 @@ def _need(module: nn.Module, names: tuple[str, ...], cls: str) -> None:
             "the course model, is loaded by name")
 
 
+def _build(cls: type, kind: str, init: dict, names: tuple[str, ...], seed: int):
+    """``cls(**init)`` in float64, its submodules and parameters checked against the contract,
+    every parameter random: (module, its state dict)."""
+    module = cls(**init).double()
+    _need(module, names, kind)
+    _need_parameters(module, kind, init)
+    return module, _randomize(module, seed)
+
+
 def _tokens(generator: torch.Generator, vocab: int, *shape: int) -> torch.Tensor:
     return torch.randint(0, vocab, shape, generator=generator)
 
 
-def _block_hint(actual, state, x, mistakes, **settings) -> str:
-    candidates = {hint: reference_transformer_block(state, x, mistake=mistake, **settings)["out"]
-                  for mistake, hint in mistakes.items()}
-    return explain_mismatch(actual, candidates, rtol=1e-4, atol=1e-4)
+def _padding(generator: torch.Generator, b: int, n: int) -> torch.Tensor:
+    """(b, n) boolean, True at the real tokens: random lengths from 1 to n, the first row full."""
+    lengths = torch.randint(1, n + 1, (b,), generator=generator)
+    lengths[0] = n
+    return torch.arange(n) < lengths[:, None]
+
+
+def _the_matching_hint(actual, candidates: dict[str, Callable[[], torch.Tensor]]) -> str:
+    """The hint of the one candidate (a function computing what that mistake gives) that
+    ``actual`` matches; "" if none does, or if several do (on this input those mistakes look
+    alike, and naming one could name a mistake that was not made)."""
+    found = [hint for hint, make in candidates.items()
+             if explain_mismatch(actual, {hint: make()}, rtol=1e-4, atol=1e-4)]
+    return found[0] if len(found) == 1 else ""
 
 
 _BLOCK_MISTAKES = {
@@ -271,17 +449,60 @@ _BLOCK_MISTAKES = {
     "no residual": "you forgot the residual connections: add each sublayer's output to x",
     "no residual around attn": "you forgot the residual connection around the self-attention: x + self_attn(...)",
     "no residual around ffn": "you forgot the residual connection around the feed-forward block: x + ffn(...)",
+    "no residual around cross": "you forgot the residual connection around the cross-attention: x + cross_attn(...)",
     "ffn reads x": "the feed-forward block must read ffn_norm(x), not x",
     "causal": "an encoder block has no causal mask: every token sees every other token",
+    "mask ignored": "pass mask on to self_attn: no token may attend to a padded one",
     "no causal mask": "a decoder's self-attention must be causal: pass causal=True to self_attn",
     "memory not masked": "the cross-attention must not attend to padded source tokens: pass memory_mask as "
                          "a mask of shape (b, 1, 1, m)",
     "cross before self": "the decoder block runs self-attention first, then cross-attention, then the "
                          "feed-forward block",
 }
-
-
 _RESIDUALS = ("no residual", "no residual around attn", "no residual around ffn")
+_ROPE_HINTS = {
+    10000.0: "rope_base={} asks for {}, not the default 10000",
+    None: "rope_base={} asks for {}, but your self-attention has no positions (MultiHeadAttention's default is "
+          "rope_base=None)",
+}
+
+
+def _rope_candidates(settings: dict, compute: Callable[[dict], torch.Tensor]) -> dict:
+    """The "rope_base not passed on" candidates: the self-attention with rope_base 10000 (a
+    hard-coded default) or None (MultiHeadAttention's default), when that is not what was asked."""
+    base = settings["rope_base"]
+    meaning = "no positions at all" if base is None else "rotary positions with that base"
+    return {"pass rope_base on to the self-attention (MultiHeadAttention, in every block): "
+            + hint.format(base, meaning): (lambda used=used: compute({**settings, "rope_base": used}))
+            for used, hint in _ROPE_HINTS.items() if used != base}
+
+
+def _block_hint(actual, state, x, mistakes, settings) -> str:
+    def compute(changed):
+        return reference_transformer_block(state, x, **changed)["out"]
+
+    candidates = {_BLOCK_MISTAKES[m]: (lambda m=m: compute({**settings, "mistake": m})) for m in mistakes}
+    return _the_matching_hint(actual, candidates | _rope_candidates(settings, compute))
+
+
+_MODEL_MISTAKES = {
+    "no final norm": "apply {} (a pre-norm model normalizes once more after its last block)",
+    "padding not masked": "no token may attend to padding: pass mask[:, None, None, :] to every block",
+    "no causal mask": "the self-attention of every block must be causal",
+    "memory not masked": "mask the padded source tokens in every cross-attention (memory_mask=source_mask)",
+    "post": "pass placement on to every block (and keep the final norm only for pre-norm)",
+}
+
+
+def _model_hint(actual, kind, state, settings, output, mistakes, final_norm: str) -> str:
+    def compute(changed):
+        return reference_transformer(kind, state, **changed)[output]
+
+    if settings["placement"] == "post":
+        mistakes = tuple(m for m in mistakes if m != "no final norm")
+    candidates = {_MODEL_MISTAKES[m].format(final_norm): (lambda m=m: compute({**settings, "mistake": m}))
+                  for m in mistakes}
+    return _the_matching_hint(actual, candidates | _rope_candidates(settings, compute))
 
 
 def _compare(actual, expected, what, hint_fn=None):
@@ -294,9 +515,16 @@ def _compare(actual, expected, what, hint_fn=None):
         raise
 
 
-def _float_block(cls, init: dict, seed: int):
-    block = cls(**init).double()
-    return block, _randomize(block, seed)
+def _compare_layers(result, expected: list, what: str, n_values: int, call: str) -> None:
+    """``result`` = (output, [weights of each layer], ...) with ``n_values`` items; every layer's
+    weights equal to ``expected``'s."""
+    if not isinstance(result, tuple) or len(result) != n_values or any(
+            not isinstance(part, (list, tuple)) or len(part) != len(expected) for part in result[1:]):
+        raise AssertionError(f"{call} must return {n_values} values: the output, then "
+                             + ("a list" if n_values == 2 else "lists") +
+                             f" with the weights of each of the {len(expected)} layers")
+    for index, (got, want) in enumerate(zip(result[1], expected)):
+        _compare(got, want, f"{what} of layer {index}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,26 +534,21 @@ def _float_block(cls, init: dict, seed: int):
 
 def check_encoder_block(EncoderBlock: type) -> None:
     """Your ``EncoderBlock`` against the float64 reference: names, pre- and post-norm, padding,
-    grouped-query attention, the attention weights it returns, inputs unchanged."""
+    grouped-query attention, RMSNorm, SwiGLU, rope_base, the attention weights it returns, inputs
+    unchanged."""
     g = _seeded(7)
 
     def case(init, b, n, padded=False, seed=0):
         def run():
-            block, state = _float_block(EncoderBlock, init, seed)
-            _need(block, BLOCK_NAMES, "EncoderBlock")
+            block, state = _build(EncoderBlock, "EncoderBlock", init, BLOCK_NAMES, seed)
             x = torch.randn(b, n, init["d_model"], generator=g, dtype=torch.float64)
-            mask = None
-            if padded:
-                lengths = torch.randint(1, n + 1, (b,), generator=g)
-                lengths[0] = n
-                mask = (torch.arange(n) < lengths[:, None])[:, None, None, :]
-            settings = dict(n_heads=init["n_heads"], n_kv_heads=init.get("n_kv_heads"),
-                            placement=init.get("placement", "pre"), mask=mask)
+            mask = _padding(g, b, n)[:, None, None, :] if padded else None
+            settings = dict(_settings(init), mask=mask)
             out, weights = assert_not_modified(block, x, mask, return_weights=True)
             expected = reference_transformer_block(state, x, **settings)
+            mistakes = ("post", "ffn reads x", "causal", *_RESIDUALS) + (("mask ignored",) if padded else ())
             _compare(out, expected["out"], "EncoderBlock's output",
-                     lambda: _block_hint(out, state, x, {k: _BLOCK_MISTAKES[k] for k in
-                                                         ("post", "ffn reads x", "causal", *_RESIDUALS)}, **settings))
+                     lambda: _block_hint(out, state, x, mistakes, settings))
             _compare(weights, expected["self_weights"], "EncoderBlock's attention weights")
             plain = block(x, mask)
             assert_shape(plain, x.shape, what="EncoderBlock(x) without return_weights")
@@ -337,6 +560,12 @@ def check_encoder_block(EncoderBlock: type) -> None:
         ("padding mask", case(dict(d_model=12, n_heads=3, d_ff=20), 3, 6, padded=True, seed=2)),
         ("grouped-query attention, RMSNorm", case(dict(d_model=16, n_heads=4, n_kv_heads=2, d_ff=24, norm="rms"),
                                                   2, 5, seed=3)),
+        ("SwiGLU, one key/value head, rope_base=500",
+         case(dict(d_model=12, n_heads=3, n_kv_heads=1, d_ff=10, activation="swiglu", rope_base=500.0), 2, 4,
+              seed=4)),
+        ("post-norm, RMSNorm, no positions (rope_base=None), padding, one token",
+         case(dict(d_model=8, n_heads=2, d_ff=8, placement="post", norm="rms", rope_base=None), 3, 1, padded=True,
+              seed=5)),
     ])
 
 
@@ -358,8 +587,8 @@ def _leak_check(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, wha
 
 def check_decoder_block(DecoderBlock: type) -> None:
     """Your ``DecoderBlock`` against the float64 reference: names, causal self-attention (no
-    future leak), cross-attention that reads the memory (and not its padding), decoding with a
-    KV cache equal to one full pass."""
+    future leak), cross-attention that reads the memory (and not its padding), RMSNorm, SwiGLU,
+    rope_base, decoding with a KV cache equal to one full pass."""
     import importlib
 
     multihead = importlib.import_module("attnlab.multihead")
@@ -367,22 +596,13 @@ def check_decoder_block(DecoderBlock: type) -> None:
 
     def values(init, b, n, m=None, padded=False, seed=0):
         def run():
-            block, state = _float_block(DecoderBlock, init, seed)
             names = BLOCK_NAMES + (CROSS_NAMES if init.get("cross_attention") else ())
-            _need(block, names, "DecoderBlock")
-            if not init.get("cross_attention") and any(hasattr(block, c) for c in CROSS_NAMES):
-                raise AssertionError("DecoderBlock(cross_attention=False) must not create cross_norm and "
-                                     "cross_attn: its weights would be missing from a saved decoder-only model")
+            block, state = _build(DecoderBlock, "DecoderBlock", init, names, seed)
             d = init["d_model"]
             x = torch.randn(b, n, d, generator=g, dtype=torch.float64)
             memory = None if m is None else torch.randn(b, m, d, generator=g, dtype=torch.float64)
-            memory_mask = None
-            if padded:
-                lengths = torch.randint(1, m + 1, (b,), generator=g)
-                lengths[0] = m
-                memory_mask = torch.arange(m) < lengths[:, None]
-            settings = dict(n_heads=init["n_heads"], n_kv_heads=init.get("n_kv_heads"), causal=True,
-                            placement=init.get("placement", "pre"), memory=memory, memory_mask=memory_mask)
+            memory_mask = _padding(g, b, m) if padded else None
+            settings = dict(_settings(init), causal=True, memory=memory, memory_mask=memory_mask)
             result = assert_not_modified(block, x, memory, memory_mask=memory_mask, return_weights=True)
             if not isinstance(result, tuple) or len(result) != 3:
                 raise AssertionError("DecoderBlock(..., return_weights=True) must return (x, self_weights, "
@@ -390,9 +610,9 @@ def check_decoder_block(DecoderBlock: type) -> None:
             out, self_weights, cross_weights = result
             expected = reference_transformer_block(state, x, **settings)
             mistakes = ("post", "ffn reads x", "no causal mask", *_RESIDUALS) + (
-                ("memory not masked", "cross before self") if m is not None else ())
+                ("memory not masked", "cross before self", "no residual around cross") if m is not None else ())
             _compare(out, expected["out"], "DecoderBlock's output",
-                     lambda: _block_hint(out, state, x, {k: _BLOCK_MISTAKES[k] for k in mistakes}, **settings))
+                     lambda: _block_hint(out, state, x, mistakes, settings))
             _compare(self_weights, expected["self_weights"], "DecoderBlock's self-attention weights")
             if m is None:
                 if cross_weights is not None:
@@ -402,12 +622,13 @@ def check_decoder_block(DecoderBlock: type) -> None:
         return run
 
     def no_leak():
-        block, _ = _float_block(DecoderBlock, dict(d_model=8, n_heads=2, d_ff=16), 4)
+        block, _ = _build(DecoderBlock, "DecoderBlock", dict(d_model=8, n_heads=2, d_ff=16), BLOCK_NAMES, 4)
         x = torch.randn(2, 7, 8, generator=g, dtype=torch.float64)
         _leak_check(lambda t: block(t), x, "DecoderBlock", 4)
 
     def reads_memory():
-        block, _ = _float_block(DecoderBlock, dict(d_model=8, n_heads=2, d_ff=16, cross_attention=True), 5)
+        init = dict(d_model=8, n_heads=2, d_ff=16, cross_attention=True)
+        block, _ = _build(DecoderBlock, "DecoderBlock", init, BLOCK_NAMES + CROSS_NAMES, 5)
         x = torch.randn(2, 4, 8, generator=g, dtype=torch.float64)
         memory = torch.randn(2, 6, 8, generator=g, dtype=torch.float64)
         if torch.allclose(block(x, memory), block(x, memory + 1.0)):
@@ -416,8 +637,7 @@ def check_decoder_block(DecoderBlock: type) -> None:
         _leak_check(lambda t: block(t, memory), x, "DecoderBlock with cross-attention", 2)
 
     def with_cache():
-        init = dict(d_model=12, n_heads=3, d_ff=16)
-        block, _ = _float_block(DecoderBlock, init, 6)
+        block, _ = _build(DecoderBlock, "DecoderBlock", dict(d_model=12, n_heads=3, d_ff=16), BLOCK_NAMES, 6)
         x = torch.randn(2, 6, 12, generator=g, dtype=torch.float64)
         full = block(x)
         cache = multihead.KVCache()
@@ -432,6 +652,11 @@ def check_decoder_block(DecoderBlock: type) -> None:
         ("post-norm, grouped-query attention, cross-attention",
          values(dict(d_model=16, n_heads=4, n_kv_heads=2, d_ff=24, placement="post", cross_attention=True),
                 2, 5, m=3, seed=2)),
+        ("RMSNorm, SwiGLU, one key/value head, no positions (rope_base=None), padded memory",
+         values(dict(d_model=8, n_heads=2, n_kv_heads=1, d_ff=12, norm="rms", activation="swiglu", rope_base=None,
+                     cross_attention=True), 2, 3, m=4, padded=True, seed=3)),
+        ("post-norm, RMSNorm, rope_base=500, one token",
+         values(dict(d_model=8, n_heads=2, d_ff=10, placement="post", norm="rms", rope_base=500.0), 3, 1, seed=7)),
         ("no token sees a later one", no_leak),
         ("the cross-attention reads the memory", reads_memory),
         ("the KV cache gives the same outputs", with_cache),
@@ -439,27 +664,26 @@ def check_decoder_block(DecoderBlock: type) -> None:
 
 
 def check_encoder_only(EncoderOnly: type) -> None:
-    """Your ``EncoderOnly`` against the float64 reference: names, hidden states, padding ignored,
-    class logits from the mean of the real tokens."""
+    """Your ``EncoderOnly`` against the float64 reference: names, hidden states (a final norm
+    after pre-norm blocks, none after post-norm ones), the weights of every layer, padding
+    ignored, class logits from the mean of the real tokens."""
     g = _seeded(13)
 
-    def case(init, b, n, padded, seed):
+    def case(init, b, n, padded, seed, weights=False):
         def run():
-            model = EncoderOnly(**init).double()
-            _need(model, MODEL_NAMES["EncoderOnly"] + ("classifier",), "EncoderOnly")
-            state = _randomize(model, seed)
+            model, state = _build(EncoderOnly, "EncoderOnly", init, MODEL_NAMES["EncoderOnly"] + ("classifier",), seed)
             tokens = _tokens(g, init["vocab_size"], b, n)
-            mask = None
-            if padded:
-                lengths = torch.randint(1, n + 1, (b,), generator=g)
-                lengths[0] = n
-                mask = torch.arange(n) < lengths[:, None]
-            settings = dict(n_heads=init["n_heads"], tokens=tokens, mask=mask)
+            mask = _padding(g, b, n) if padded else None
+            settings = dict(_settings(init), tokens=tokens, mask=mask)
             hidden = assert_not_modified(model, tokens, mask)
             expected = reference_transformer("EncoderOnly", state, **settings)
-            _compare(hidden, expected["hidden"], "EncoderOnly's hidden states", lambda: explain_mismatch(
-                hidden, {"apply final_norm after the last block": reference_transformer(
-                    "EncoderOnly", state, mistake="no final norm", **settings)["hidden"]}, rtol=1e-4, atol=1e-4))
+            mistakes = ("no final norm", "post") + (("padding not masked",) if padded else ())
+            _compare(hidden, expected["hidden"], "EncoderOnly's hidden states",
+                     lambda: _model_hint(hidden, "EncoderOnly", state, settings, "hidden", mistakes,
+                                         "final_norm after the last block"))
+            if weights:
+                _compare_layers(model(tokens, mask, return_weights=True), expected["weights"],
+                                "EncoderOnly's attention weights", 2, "model(tokens, mask, return_weights=True)")
             classes = model.classify(tokens, mask)
             _compare(classes, expected["classes"], "EncoderOnly.classify", lambda: explain_mismatch(
                 classes, {"average the hidden states of the real tokens only (where mask is True)": reference_transformer(
@@ -474,56 +698,48 @@ def check_encoder_only(EncoderOnly: type) -> None:
     run_checks("EncoderOnly", [
         ("one layer, no padding", case(dict(vocab_size=11, d_model=8, n_layers=1, n_heads=2, d_ff=16, n_classes=3),
                                        2, 5, False, 0)),
-        ("two layers, padding", case(dict(vocab_size=13, d_model=12, n_layers=2, n_heads=3, d_ff=16, n_classes=2),
-                                     3, 6, True, 1)),
+        ("two layers, padding, the weights of every layer",
+         case(dict(vocab_size=13, d_model=12, n_layers=2, n_heads=3, d_ff=16, n_classes=2), 3, 6, True, 1,
+              weights=True)),
+        ("post-norm (no final norm), padding",
+         case(dict(vocab_size=10, d_model=8, n_layers=2, n_heads=2, d_ff=12, n_classes=3, placement="post"),
+              2, 5, True, 2)),
+        ("RMSNorm, SwiGLU, one key/value head, no positions (rope_base=None)",
+         case(dict(vocab_size=9, d_model=8, n_layers=2, n_heads=2, n_kv_heads=1, d_ff=12, n_classes=2, norm="rms",
+                   activation="swiglu", rope_base=None), 2, 4, True, 3)),
     ])
 
 
 def check_decoder_only(DecoderOnly: type) -> None:
-    """Your ``DecoderOnly`` against the float64 reference: names, tied embeddings, logits, no
-    token sees a later one, the KV cache, the attention weights of every layer."""
+    """Your ``DecoderOnly`` against the float64 reference: names, tied embeddings, logits (a final
+    norm after pre-norm blocks, none after post-norm ones), no token sees a later one, the KV
+    cache, the attention weights of every layer."""
     g = _seeded(17)
 
-    def values(init, b, n, seed):
+    def values(init, b, n, seed, weights=False):
         def run():
-            model = DecoderOnly(**init).double()
-            _need(model, MODEL_NAMES["DecoderOnly"], "DecoderOnly")
-            tied = init.get("tie_embeddings", True)
-            if tied and model.lm_head.weight is not model.embed.weight:
-                raise AssertionError("with tie_embeddings=True, lm_head must share the embedding's weight: "
-                                     "self.lm_head.weight = self.embed.weight")
-            if not tied and model.lm_head.weight is model.embed.weight:
-                raise AssertionError("with tie_embeddings=False, lm_head must have a weight of its own")
-            if model.lm_head.bias is not None:
-                raise AssertionError("lm_head has no bias: nn.Linear(d_model, vocab_size, bias=False)")
-            state = _randomize(model, seed)
+            model, state = _build(DecoderOnly, "DecoderOnly", init, MODEL_NAMES["DecoderOnly"], seed)
             tokens = _tokens(g, init["vocab_size"], b, n)
-            settings = dict(n_heads=init["n_heads"], n_kv_heads=init.get("n_kv_heads"), tokens=tokens)
+            settings = dict(_settings(init), tokens=tokens)
             logits = assert_not_modified(model, tokens)
-            expected = reference_transformer("DecoderOnly", state, **settings)["logits"]
-            _compare(logits, expected, "DecoderOnly's logits", lambda: explain_mismatch(logits, {
-                "apply final_norm before lm_head": reference_transformer("DecoderOnly", state, mistake="no final norm",
-                                                                   **settings)["logits"],
-                "the self-attention of every block must be causal": reference_transformer(
-                    "DecoderOnly", state, mistake="no causal mask", **settings)["logits"],
-            }, rtol=1e-4, atol=1e-4))
-            result = model(tokens, return_weights=True)
-            if not isinstance(result, tuple) or len(result) != 2 or len(result[1]) != init["n_layers"]:
-                raise AssertionError("model(tokens, return_weights=True) must return (logits, [weights of each "
-                                     f"of the {init['n_layers']} layers])")
-            assert_shape(result[1][0], (b, init["n_heads"], n, n), what="the weights of layer 0",
-                         meaning="(b, n_heads, n, n)")
+            expected = reference_transformer("DecoderOnly", state, **settings)
+            _compare(logits, expected["logits"], "DecoderOnly's logits", lambda: _model_hint(
+                logits, "DecoderOnly", state, settings, "logits", ("no final norm", "no causal mask", "post"),
+                "final_norm before lm_head"))
+            if weights:
+                _compare_layers(model(tokens, return_weights=True), expected["weights"],
+                                "DecoderOnly's attention weights", 2, "model(tokens, return_weights=True)")
         return run
 
     def no_leak():
-        model = DecoderOnly(vocab_size=10, d_model=8, n_layers=2, n_heads=2, d_ff=16).double()
-        _randomize(model, 3)
+        model, _ = _build(DecoderOnly, "DecoderOnly", dict(vocab_size=10, d_model=8, n_layers=2, n_heads=2, d_ff=16),
+                          MODEL_NAMES["DecoderOnly"], 3)
         tokens = _tokens(g, 10, 2, 7)
         _leak_check(lambda t: model(t), tokens, "DecoderOnly", 3, vocab=10)
 
     def with_cache():
-        model = DecoderOnly(vocab_size=10, d_model=12, n_layers=2, n_heads=3, d_ff=16).double()
-        _randomize(model, 4)
+        model, _ = _build(DecoderOnly, "DecoderOnly", dict(vocab_size=10, d_model=12, n_layers=2, n_heads=3, d_ff=16),
+                          MODEL_NAMES["DecoderOnly"], 4)
         tokens = _tokens(g, 10, 2, 7)
         full = model(tokens)
         cache = model.new_cache()
@@ -533,44 +749,64 @@ def check_decoder_only(DecoderOnly: type) -> None:
 
     run_checks("DecoderOnly", [
         ("tied embeddings, two layers", values(dict(vocab_size=11, d_model=8, n_layers=2, n_heads=2, d_ff=16), 2, 5, 0)),
-        ("untied, grouped-query attention, RMSNorm",
+        ("untied, grouped-query attention, RMSNorm, the weights of every layer",
          values(dict(vocab_size=9, d_model=16, n_layers=1, n_heads=4, n_kv_heads=2, d_ff=20, norm="rms",
-                     tie_embeddings=False), 3, 4, 1)),
+                     tie_embeddings=False), 3, 4, 1, weights=True)),
+        ("post-norm (no final norm)",
+         values(dict(vocab_size=10, d_model=8, n_layers=2, n_heads=2, d_ff=12, placement="post"), 2, 5, 2)),
+        ("SwiGLU, rope_base=500, the weights of every layer",
+         values(dict(vocab_size=12, d_model=12, n_layers=2, n_heads=3, d_ff=20, activation="swiglu", rope_base=500.0),
+                2, 4, 5, weights=True)),
         ("no token sees a later one", no_leak),
         ("the KV cache gives the same logits", with_cache),
     ])
 
 
 def check_encoder_decoder(EncoderDecoder: type) -> None:
-    """Your ``EncoderDecoder`` against the float64 reference: names, logits with a padded source;
-    changing the source changes the result, changing the target's future does not change the past."""
+    """Your ``EncoderDecoder`` against the float64 reference: names, tied or untied embeddings,
+    pre- and post-norm, logits with a padded source, the weights of every layer, decoding with a
+    KV cache; changing the source changes the result, changing the target's future does not
+    change the past."""
     g = _seeded(19)
+    names = MODEL_NAMES["EncoderDecoder"]
 
-    def values(init, b, m, n, seed):
+    def values(init, b, m, n, seed, padded=True, weights=False):
         def run():
-            model = EncoderDecoder(**init).double()
-            _need(model, MODEL_NAMES["EncoderDecoder"], "EncoderDecoder")
-            state = _randomize(model, seed)
+            model, state = _build(EncoderDecoder, "EncoderDecoder", init, names, seed)
             source, target = _tokens(g, init["vocab_size"], b, m), _tokens(g, init["vocab_size"], b, n)
-            lengths = torch.randint(1, m + 1, (b,), generator=g)
-            lengths[0] = m
-            source_mask = torch.arange(m) < lengths[:, None]
-            settings = dict(n_heads=init["n_heads"], source=source, target=target, source_mask=source_mask)
+            source_mask = _padding(g, b, m) if padded else None
+            settings = dict(_settings(init), source=source, target=target, source_mask=source_mask)
             logits = assert_not_modified(model, source, target, source_mask)
             expected = reference_transformer("EncoderDecoder", state, **settings)
             _compare(model.encode(source, source_mask), expected["memory"], "EncoderDecoder.encode",
-                     lambda: "encode: embed, the encoder blocks (with the padding mask), then encoder_norm")
-            _compare(logits, expected["logits"], "EncoderDecoder's logits", lambda: explain_mismatch(logits, {
-                "mask the padded source tokens in every cross-attention (memory_mask=source_mask)": reference_transformer(
-                    "EncoderDecoder", state, mistake="memory not masked", **settings)["logits"],
-                "apply encoder_norm and decoder_norm": reference_transformer(
-                    "EncoderDecoder", state, mistake="no final norm", **settings)["logits"],
-            }, rtol=1e-4, atol=1e-4))
+                     lambda: "encode: embed, the encoder blocks (with the padding mask), then encoder_norm "
+                             "(nn.Identity after post-norm blocks)")
+            mistakes = ("memory not masked", "no final norm", "post")
+            _compare(logits, expected["logits"], "EncoderDecoder's logits", lambda: _model_hint(
+                logits, "EncoderDecoder", state, settings, "logits", mistakes, "decoder_norm before lm_head"))
+            if weights:
+                result = model(source, target, source_mask, return_weights=True)
+                call = "model(source, target, source_mask, return_weights=True)"
+                _compare_layers(result, expected["self_weights"], "EncoderDecoder's self-attention weights", 3, call)
+                _compare_layers(result[:1] + result[2:], expected["cross_weights"],
+                                "EncoderDecoder's cross-attention weights", 2, call)
         return run
 
+    def with_cache():
+        init = dict(vocab_size=10, d_model=8, n_layers=1, n_decoder_layers=2, n_heads=2, d_ff=16)
+        model, _ = _build(EncoderDecoder, "EncoderDecoder", init, names, 4)
+        source, target = _tokens(g, 10, 2, 5), _tokens(g, 10, 2, 6)
+        memory = model.encode(source)
+        full = model.decode(target, memory)
+        cache = model.new_cache()
+        pieces = [model.decode(target[:, :2], memory, None, cache), model.decode(target[:, 2:3], memory, None, cache),
+                  model.decode(target[:, 3:], memory, None, cache)]
+        _compare(torch.cat(pieces, dim=1), full, "EncoderDecoder.decode in pieces with a cache",
+                 lambda: "give decoder block i the cache of layer i (cache[i])")
+
     def two_inputs():
-        model = EncoderDecoder(vocab_size=10, d_model=8, n_layers=1, n_heads=2, d_ff=16).double()
-        _randomize(model, 2)
+        model, _ = _build(EncoderDecoder, "EncoderDecoder",
+                          dict(vocab_size=10, d_model=8, n_layers=1, n_heads=2, d_ff=16), names, 2)
         source, target = _tokens(g, 10, 2, 5), _tokens(g, 10, 2, 6)
         if torch.allclose(model(source, target), model((source + 1) % 10, target)):
             raise AssertionError("changing the source did not change the logits: the decoder must read the "
@@ -582,33 +818,73 @@ def check_encoder_decoder(EncoderDecoder: type) -> None:
                                                  2, 5, 4, 0)),
         ("two encoder layers, one decoder layer",
          values(dict(vocab_size=9, d_model=12, n_layers=2, n_decoder_layers=1, n_heads=3, d_ff=16), 3, 4, 6, 1)),
+        ("untied embeddings, post-norm (no final norms), no padding",
+         values(dict(vocab_size=11, d_model=8, n_layers=2, n_heads=2, d_ff=12, tie_embeddings=False,
+                     placement="post"), 2, 4, 5, 2, padded=False)),
+        ("RMSNorm, SwiGLU, one key/value head, no positions, the weights of every layer",
+         values(dict(vocab_size=9, d_model=8, n_layers=1, n_decoder_layers=2, n_heads=2, n_kv_heads=1, d_ff=12,
+                     norm="rms", activation="swiglu", rope_base=None), 2, 5, 3, 3, weights=True)),
+        ("decoding with a KV cache", with_cache),
         ("the decoder reads the source and not the target's future", two_inputs),
     ])
 
 
+# The models generate is checked with (as the trusted grading builds them): untied, because with tied
+# embeddings a random model mostly repeats its last token, whatever generate does.
+_GENERATE_MODEL = dict(vocab_size=13, d_model=8, n_layers=2, n_heads=2, d_ff=16, tie_embeddings=False)
+
+
 def check_generate(generate: Callable, DecoderOnly: type, EncoderDecoder: type | None = None) -> None:
-    """Your ``generate``: greedy decoding equal to picking the most likely token after each full
-    forward pass; the same tokens with and without the KV cache; the prompt kept; 1-d prompts;
-    sampling reproducible with a seeded generator; an encoder-decoder's source."""
+    """Your ``generate`` against decoding with the float64 reference's logits: greedy decoding
+    picks the most likely token after each step, with and without the KV cache; the prompt kept;
+    1-d prompts; no new tokens; sampling draws from softmax(logits / temperature) with a seeded
+    generator, at several temperatures, with and without the cache; an encoder-decoder's source.
+    generate runs your ``DecoderOnly`` and ``EncoderDecoder``, so the first case checks them."""
     g = _seeded(23)
+    vocab = _GENERATE_MODEL["vocab_size"]
+    classes = {"DecoderOnly": DecoderOnly, "EncoderDecoder": EncoderDecoder}
 
-    def model_of(seed, cls=DecoderOnly, **extra):
-        model = cls(vocab_size=13, d_model=8, n_layers=2, n_heads=2, d_ff=16, tie_embeddings=False, **extra).double()
-        _randomize(model, seed)
-        return model.eval()
+    def model_of(seed, kind="DecoderOnly"):
+        """(your model in float64 with random weights, a function tokens -> the reference's logits,
+        the source tokens of an encoder-decoder or None)."""
+        model, state = _build(classes[kind], kind, _GENERATE_MODEL, MODEL_NAMES[kind], seed)
+        settings = _settings(_GENERATE_MODEL)
+        source = _tokens(g, vocab, 2, 5) if kind == "EncoderDecoder" else None
 
-    def greedy_reference(model, prompt, steps, source=None):
-        tokens = prompt
-        with torch.no_grad():
-            for _ in range(steps):
+        def reference_logits(tokens):
+            if source is None:
+                return reference_transformer(kind, state, tokens=tokens, **settings)["logits"]
+            return reference_transformer(kind, state, source=source, target=tokens, **settings)["logits"]
+        return model.eval(), reference_logits, source
+
+    def models_are_right():
+        for kind, cls in classes.items():
+            if cls is None:
+                continue
+            model, reference_logits, source = model_of(9, kind)
+            tokens = _tokens(g, vocab, 2, 4)
+            blame = (f"generate runs your {kind}, so it cannot write the right tokens before {kind} is right: "
+                     "fix it first (its own check says what is wrong)")
+            with torch.no_grad():
                 logits = model(tokens) if source is None else model(source, tokens)
-                tokens = torch.cat([tokens, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+                _compare(logits, reference_logits(tokens), f"your {kind}'s logits", lambda: blame)
+                memory = None if source is None else model.encode(source)
+                cache = model.new_cache()
+                pieces = [model(piece, cache) if source is None else model.decode(piece, memory, None, cache)
+                          for piece in (tokens[:, :2], tokens[:, 2:3], tokens[:, 3:])]
+            _compare(torch.cat(pieces, dim=1), logits, f"your {kind}'s logits in pieces with a KV cache",
+                     lambda: blame)
+
+    def greedy_reference(reference_logits, prompt, steps):
+        tokens = prompt
+        for _ in range(steps):
+            tokens = torch.cat([tokens, reference_logits(tokens)[:, -1].argmax(-1, keepdim=True)], dim=1)
         return tokens
 
     def greedy():
-        model = model_of(0)
-        prompt = _tokens(g, 13, 2, 3)
-        expected = greedy_reference(model, prompt, 6)
+        model, reference_logits, _ = model_of(0)
+        prompt = _tokens(g, vocab, 2, 3)
+        expected = greedy_reference(reference_logits, prompt, 6)
         for use_cache in (False, True):
             got = assert_not_modified(generate, model, prompt, 6, use_cache=use_cache)
             assert_shape(got, expected.shape, what=f"generate(..., use_cache={use_cache})",
@@ -621,56 +897,74 @@ def check_generate(generate: Callable, DecoderOnly: type, EncoderDecoder: type |
                 raise AssertionError(f"generate(..., use_cache={use_cache}) wrote {got.tolist()}, greedy decoding "
                                      f"writes {expected.tolist()}: {hint}")
 
+    def no_new_tokens():
+        model, _, _ = model_of(4)
+        prompt = _tokens(g, vocab, 2, 3)
+        for use_cache in (False, True):
+            got = generate(model, prompt, 0, use_cache=use_cache)
+            if not (isinstance(got, torch.Tensor) and torch.equal(got, prompt)):
+                raise AssertionError(f"generate(model, prompt, 0, use_cache={use_cache}) must return the prompt "
+                                     f"unchanged, got {got.tolist() if isinstance(got, torch.Tensor) else got!r}: "
+                                     "max_new_tokens=0 writes no new token (loop exactly max_new_tokens times)")
+
     def one_dimensional():
-        model = model_of(1)
-        prompt = _tokens(g, 13, 4)
+        model, reference_logits, _ = model_of(1)
+        prompt = _tokens(g, vocab, 4)
         got = generate(model, prompt, 3)
         assert_shape(got, (7,), what="generate with a 1-d prompt", meaning="(n_prompt + max_new_tokens,)")
+        expected = greedy_reference(reference_logits, prompt[None], 3)[0]
+        if not torch.equal(got, expected):
+            raise AssertionError(f"with a 1-d prompt generate wrote {got.tolist()}, greedy decoding writes "
+                                 f"{expected.tolist()}")
 
-    def sampling_reference(model, prompt, steps, temperature, generator):
+    def sampling_reference(reference_logits, prompt, steps, temperature, generator):
         tokens = prompt
-        with torch.no_grad():
-            for _ in range(steps):
-                probabilities = torch.softmax(model(tokens)[:, -1] / temperature, dim=-1)
-                tokens = torch.cat([tokens, torch.multinomial(probabilities, 1, generator=generator)], dim=1)
+        for _ in range(steps):
+            probabilities = torch.softmax(reference_logits(tokens)[:, -1] / temperature, dim=-1)
+            tokens = torch.cat([tokens, torch.multinomial(probabilities, 1, generator=generator)], dim=1)
         return tokens
 
     def sampling():
-        model = model_of(2)
-        prompt = _tokens(g, 13, 1, 2)
+        model, reference_logits, _ = model_of(2)
+        prompt = _tokens(g, vocab, 3, 2)
         first = generate(model, prompt, 8, temperature=1.0, generator=_seeded(5))
         second = generate(model, prompt, 8, temperature=1.0, generator=_seeded(5))
         if not torch.equal(first, second):
             raise AssertionError("sampling with two generators seeded alike gave different tokens: draw with "
                                  "torch.multinomial(probabilities, 1, generator=generator)")
+
+        def samples_like_the_reference(temperature):
+            expected = sampling_reference(reference_logits, prompt, 8, temperature, _seeded(5))
+            for use_cache in (True, False):
+                got = generate(model, prompt, 8, temperature=temperature, generator=_seeded(5), use_cache=use_cache)
+                if not torch.equal(got, expected):
+                    raise AssertionError(
+                        f"with temperature={temperature} (use_cache={use_cache}) generate wrote {got.tolist()}, "
+                        f"sampling writes {expected.tolist()}: above 0, draw each token with torch.multinomial("
+                        "torch.softmax(logits / temperature, dim=-1), 1, generator=generator), once per step, for "
+                        "every sequence of the batch at once")
+
+        samples_like_the_reference(1.0)
         cold = generate(model, prompt, 8, temperature=1e-6, generator=_seeded(5))
-        if not torch.equal(cold, generate(model, prompt, 8)):
+        if not torch.equal(cold, greedy_reference(reference_logits, prompt, 8)):
             raise AssertionError("with a tiny temperature, sampling must pick the most likely token: divide "
                                  "the logits by the temperature before the softmax")
-        for temperature in (1.0, 2.5):
-            expected = sampling_reference(model, prompt, 8, temperature, _seeded(5))
-            got = generate(model, prompt, 8, temperature=temperature, generator=_seeded(5))
-            if not torch.equal(got, expected):
-                raise AssertionError(
-                    f"with temperature={temperature} generate wrote {got.tolist()}, sampling writes "
-                    f"{expected.tolist()}: above 0, draw each token with torch.multinomial(torch.softmax(logits "
-                    "/ temperature, dim=-1), 1, generator=generator), once per step")
-        with_cache = generate(model, prompt, 8, temperature=1.0, generator=_seeded(5), use_cache=True)
-        without = generate(model, prompt, 8, temperature=1.0, generator=_seeded(5), use_cache=False)
-        if not torch.equal(with_cache, without):
-            raise AssertionError("sampling gave different tokens with and without the cache")
+        for temperature in (2.5, 0.5):
+            samples_like_the_reference(temperature)
 
-    cases = [("greedy, with and without the cache", greedy), ("a 1-d prompt", one_dimensional),
-             ("sampling with a seeded generator", sampling)]
+    cases = [("your models compute the reference's logits (generate runs them)", models_are_right),
+             ("greedy, with and without the cache", greedy), ("no new tokens (max_new_tokens=0)", no_new_tokens),
+             ("a 1-d prompt", one_dimensional), ("sampling with a seeded generator, three temperatures", sampling)]
     if EncoderDecoder is not None:
         def translate():
-            model = model_of(3, EncoderDecoder)
-            source, prompt = _tokens(g, 13, 2, 5), torch.ones(2, 1, dtype=torch.long)
-            expected = greedy_reference(model, prompt, 5, source)
+            model, reference_logits, source = model_of(3, "EncoderDecoder")
+            prompt = _tokens(g, vocab, 2, 2)
+            expected = greedy_reference(reference_logits, prompt, 5)
             for use_cache in (False, True):
                 got = generate(model, prompt, 5, use_cache=use_cache, source=source)
                 if not torch.equal(got, expected):
                     raise AssertionError(f"with an EncoderDecoder (use_cache={use_cache}) generate wrote "
-                                         f"{got.tolist()}, greedy decoding writes {expected.tolist()}")
+                                         f"{got.tolist()}, greedy decoding writes {expected.tolist()}: run "
+                                         "model.decode on the encoder's output (memory) at every step")
         cases.append(("an encoder-decoder's source", translate))
     run_checks("generate", cases)

@@ -48,8 +48,8 @@ def test_the_checks_pass_on_the_reference(flash, capsys):
     checks.check_flash_backward(flash.flash_attention_torch)
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-3:] == [
-        "✓ online_softmax: 6 checks passed",
-        "✓ flash_attention_torch: 10 checks passed",
+        "✓ online_softmax: 7 checks passed",
+        "✓ flash_attention_torch: 11 checks passed",
         "✓ flash_backward: 5 checks passed",
     ]
 
@@ -63,7 +63,7 @@ def test_the_triton_check_passes_on_the_reference_kernel(python):
               else {"TRITON_INTERPRET": "1"})
     done = python(code, env={"ATTNLAB_REFERENCE": "flash", **device})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "✓ flash_attention_triton: 6 checks passed" in done.stdout
+    assert "✓ flash_attention_triton: 7 checks passed" in done.stdout
 
 
 def test_the_triton_check_says_why_and_returns_where_triton_is_missing(python):
@@ -113,7 +113,8 @@ def only_the_first_query_block(q, k, v, causal, scale, block_q, block_k):
 
 def test_a_forward_that_handles_only_one_query_block_fails(flash, monkeypatch):
     monkeypatch.setattr(flash, "flash_forward", only_the_first_query_block)
-    fails(checks.check_flash_attention_torch, flash.flash_attention_torch, "threads=1", "out")
+    fails(checks.check_flash_attention_torch, flash.flash_attention_torch, "out",
+          r"blocks of queries [\d:, ]+ are wrong while the other blocks are right")
 
 
 # ---------------------------------------------------------------------------- stubs pass through
@@ -172,7 +173,8 @@ def softmax_without_guard(x, block_size=128):
 
 
 def softmax_lse_without_max(x, block_size=128):
-    return torch.softmax(x, -1), torch.log(torch.exp(x - x.amax(-1, keepdim=True)).sum(-1))
+    exps = torch.exp(x - x.amax(-1, keepdim=True))
+    return exps / exps.sum(-1, keepdim=True), torch.log(exps.sum(-1))
 
 
 def test_online_softmax_diagnostics():
@@ -180,7 +182,49 @@ def test_online_softmax_diagnostics():
           r"exp\(m - m_new\)")
     fails(checks.check_online_softmax, softmax_without_guard, "-inf", r"exp\(-inf - \(-inf\)\)")
     fails(checks.check_online_softmax, softmax_lse_without_max, "lse", "you left out m")
-    fails(checks.check_online_softmax, lambda x, b: torch.softmax(x, -1), "must return a pair")
+    fails(checks.check_online_softmax, lambda x, b: softmax_lse_without_max(x)[0], "must return a pair")
+
+
+def test_online_softmax_may_not_borrow_pytorch_softmax_or_logsumexp():
+    fails(checks.check_online_softmax, lambda x, b: (torch.softmax(x, -1), torch.logsumexp(x, -1)),
+          r"calls softmax \(torch\.softmax", r"torch\.logsumexp", "write yourself")
+    fails(checks.check_online_softmax, lambda x, b: (x.softmax(-1), softmax_lse_without_max(x)[1]),
+          "Tensor.softmax")
+
+
+def test_tiled_attention_may_not_borrow_pytorch_fused_attention(flash, monkeypatch):
+    """Forward or backward: CPU SDPA returns the log-sum-exp too, so both are policed."""
+    reference_forward, reference_backward = flash.flash_forward, flash.flash_backward
+
+    def fused_forward(q, k, v, causal, scale, block_q, block_k):
+        _, lse = reference_forward(q, k, v, causal, scale, block_q, block_k)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale)
+        return out, lse
+
+    monkeypatch.setattr(flash, "flash_forward", fused_forward)
+    fails(checks.check_flash_attention_torch, flash.flash_attention_torch, "scaled_dot_product_attention")
+    fails(checks.check_flash_backward, flash.flash_attention_torch, "scaled_dot_product_attention")
+
+    def fused_backward(grad_out, grad_lse, q, k, v, *rest):
+        with torch.enable_grad():
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            out = torch.nn.functional.scaled_dot_product_attention(*leaves)
+            torch.autograd.grad(out, leaves, grad_out)
+        return reference_backward(grad_out, grad_lse, q, k, v, *rest)
+
+    monkeypatch.setattr(flash, "flash_forward", reference_forward)
+    monkeypatch.setattr(flash, "flash_backward", fused_backward)
+    fails(checks.check_flash_backward, flash.flash_attention_torch, "your flash_backward calls",
+          "scaled_dot_product_attention")
+
+
+def test_a_hint_is_dropped_where_its_mistake_gives_the_right_answer_or_another_mistakes():
+    from attnlab.checks.lesson09 import _distinct
+
+    right = torch.tensor([1.0, 2.0])
+    found = _distinct({"same as right": right.clone(), "first": right + 1, "second": right + 1,
+                       "third": right * 3}, right)
+    assert found.keys() == {"first; or else, second", "third"}
 
 
 # ---------------------------------------------------------------------------- broken: forward

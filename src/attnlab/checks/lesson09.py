@@ -1,5 +1,8 @@
 """Visible checks of lesson 09: ``check_online_softmax``, ``check_flash_attention_torch``,
-``check_flash_backward``, ``check_flash_attention_triton``.
+``check_flash_backward``, ``check_flash_attention_triton``. They run the properties the grader's
+trusted cases grade, on other inputs, and police the same shortcuts
+(``attnlab.shortcuts``: PyTorch's softmax and logsumexp in the online softmax, its fused attention
+in the tiled one); a wrong result is compared with what common mistakes give, to name the mistake.
 
 The trusted reference is ``reference_flash``: attention and its log-sum-exp in float64, built from
 the whole score matrix (small sizes only), with the lesson's conventions (bottom-right causal
@@ -27,7 +30,9 @@ from attnlab.checks.common import (  # noqa: F401 (shared assertions and referen
     causal_allowed,
     explain_mismatch,
     run_checks,
+    tolerances,
 )
+from attnlab.shortcuts import ForbiddenCalls, forbidden, police
 
 __all__ = [
     "check_flash_attention_torch",
@@ -40,6 +45,10 @@ __all__ = [
 _NAN_HINT = (
     "a row that has seen only -inf has maximum -inf, and exp(-inf - (-inf)) = exp(nan): shift "
     "such rows by 0 instead (e.g. m.masked_fill(m == -inf, 0)), and divide by l only where l > 0"
+)
+_LAST_BLOCK_HINT = (
+    "the last, shorter block is left out: loop with range(0, {n}, {block}) and cut each block "
+    "at min(start + {block}, {n}), so that the last block may be shorter"
 )
 _RESCALE_HINT = (
     "when a block raises the running maximum from m to m_new, multiply what you have summed so "
@@ -54,17 +63,19 @@ def _keep_graph_float64(t) -> torch.Tensor:
     return _as_float64(t)
 
 
-def reference_flash(q, k, v, causal: bool = False, scale: float | None = None
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_flash(q, k, v, causal: bool = False, scale: float | None = None, *,
+                    allowed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of attention in float64, from the full score matrix (for checks only).
 
     q (..., n_q, d), k (..., n_k, d), v (..., n_k, d_v); causal bottom-right aligned. A query
-    that may see no key gets out 0 and lse -inf.
+    that may see no key gets out 0 and lse -inf. ``allowed`` (n_q, n_k), boolean: another mask
+    instead of the causal one (the checks use it to describe mistakes).
     """
     q, k, v = (_keep_graph_float64(t) for t in (q, k, v))
     factor = q.shape[-1] ** -0.5 if scale is None else float(scale)
     scores = (q @ k.transpose(-2, -1)) * factor
-    allowed = causal_allowed(q.shape[-2], k.shape[-2]) if causal else None
+    if allowed is None and causal:
+        allowed = causal_allowed(q.shape[-2], k.shape[-2])
     scores = scores if allowed is None else scores.masked_fill(~allowed, -math.inf)
     lse = torch.logsumexp(scores, dim=-1)
     safe = lse.masked_fill(lse == -math.inf, 0.0)
@@ -74,6 +85,28 @@ def reference_flash(q, k, v, causal: bool = False, scale: float | None = None
 
 def _randn(seed: int, *shape: int, spread: float = 1.0, dtype=torch.float32) -> torch.Tensor:
     return (spread * torch.randn(*shape, generator=_seeded(seed), dtype=torch.float64)).to(dtype)
+
+
+def _distinct(candidates: dict, right: torch.Tensor) -> dict:
+    """``candidates`` (hint -> what that mistake gives) made fit to name a mistake on this input:
+    a candidate equal to the right answer is dropped (it cannot have been made), and candidates
+    equal to each other become one, whose hint names each (they cannot be told apart here)."""
+
+    def same(a, b):
+        return a.shape == b.shape and torch.allclose(a, b, rtol=1e-6, atol=1e-9, equal_nan=True)
+
+    right = _as_float64(right)
+    groups: list[tuple[list[str], torch.Tensor, object]] = []  # (hints, as float64, as given)
+    for hint, value in candidates.items():
+        as_float64 = _as_float64(value)
+        if same(as_float64, right):
+            continue
+        group = next((g for g in groups if same(g[1], as_float64)), None)
+        if group is None:
+            groups.append(([hint], as_float64, value))
+        else:
+            group[0].append(hint)
+    return {"; or else, ".join(hints): value for hints, _, value in groups}
 
 
 # --------------------------------------------------------------------------------------------
@@ -93,8 +126,22 @@ def _without_rescaling(x: torch.Tensor, block_size: int) -> torch.Tensor:
     return torch.exp(x - running_max[..., None]) / total[..., None]
 
 
+def _without_last_block(x: torch.Tensor, block_size: int) -> torch.Tensor | None:
+    """Softmax normalised over the whole blocks only, as a loop that stops before the last,
+    shorter block gives it (a common mistake); None when n is a multiple of ``block_size``."""
+    x = _as_float64(x)
+    whole = x.shape[-1] // block_size * block_size
+    if whole in (0, x.shape[-1]):
+        return None
+    seen = x[..., :whole]
+    m = seen.amax(-1, keepdim=True)
+    return torch.exp(x - m) / torch.exp(seen - m).sum(-1, keepdim=True)
+
+
 def check_online_softmax(fn: Callable) -> None:
-    """Check ``online_softmax(x, block_size) -> (weights, lse)`` against torch in float64."""
+    """Check ``online_softmax(x, block_size) -> (weights, lse)`` against torch in float64, without
+    PyTorch's softmax or logsumexp (``attnlab.shortcuts``)."""
+    fn = police(fn, "flash.online_softmax")
 
     def run(x, block_size, label):
         weights, lse = assert_pair(assert_not_modified(fn, x, block_size),
@@ -107,8 +154,11 @@ def check_online_softmax(fn: Callable) -> None:
         want = torch.softmax(_as_float64(x), dim=-1).nan_to_num(nan=0.0)
         want_lse = torch.logsumexp(_as_float64(x), dim=-1)
         assert_finite(weights, what=f"weights{label}", hint=_NAN_HINT)
-        hint = explain_mismatch(weights, {_RESCALE_HINT: _without_rescaling(x, block_size)})
-        assert_close(weights, want, what=f"weights{label}", hint=hint)
+        candidates = {_RESCALE_HINT: _without_rescaling(x, block_size)}
+        if (short := _without_last_block(x, block_size)) is not None:
+            candidates[_LAST_BLOCK_HINT.format(n="n", block="block_size")] = short
+        assert_close(weights, want, what=f"weights{label}",
+                     hint=explain_mismatch(weights, _distinct(candidates, want)))
         assert_close(lse, want_lse, what=f"lse{label}",
                      hint=explain_mismatch(lse, {
                          "lse is log(l) + m, the log of the normaliser plus the maximum it was "
@@ -124,6 +174,7 @@ def check_online_softmax(fn: Callable) -> None:
         x = _randn(91, 3, 7, spread=3.0)
         run(x, 100, " (block_size > n)")
         run(x, 1, " (block_size=1)")
+        run(_randn(97, 4, 1), 2, " (rows of one entry)")
 
     def maximum_arrives_late():
         x = _randn(92, 4, 12)
@@ -133,6 +184,10 @@ def check_online_softmax(fn: Callable) -> None:
     def extreme():
         run(_randn(93, 3, 9, spread=1e4), 4, " for entries of size 1e4 (float32)")
         run(_randn(94, 3, 9, spread=1e4, dtype=torch.float64), 2, " (float64)")
+
+    def half_precision():
+        run(_randn(98, 3, 20, spread=3.0, dtype=torch.float16), 6,
+            " (float16: accumulate in float32, return float16)")
 
     def minus_infinity():
         x = _randn(95, 3, 10)
@@ -159,6 +214,7 @@ def check_online_softmax(fn: Callable) -> None:
         ("one block, and blocks of one entry", one_block_or_one_entry),
         ("the maximum arrives in a late block", maximum_arrives_late),
         ("entries in the ten thousands", extreme),
+        ("float16 inputs", half_precision),
         ("-inf entries, and a first block all -inf", minus_infinity),
         ("a row that is all -inf", all_masked_row),
     ])
@@ -179,8 +235,104 @@ def _top_left(q, k, v, scale=None):
     return weights @ v
 
 
-def _compare_attention(fn, q, k, v, label, causal=False, tol=None, **options):
-    """Call fn(q, k, v, causal, **options) and compare (out, lse) with reference_flash."""
+def _block_ends(n_q: int, block_q: int, clamped: bool) -> torch.Tensor:
+    """(n_q,): for each query, the end of its block of ``block_q`` queries (i1), cut at n_q when
+    ``clamped`` (PyTorch slices), not cut when the block's rows past n_q exist (a Triton block)."""
+    ends = (torch.arange(n_q) // block_q + 1) * block_q
+    return torch.clamp(ends, max=n_q) if clamped else ends
+
+
+def _causal_by_blocks(q, k, v, query_blocks, scale=None, inside=False):
+    """Causal attention as a tiled pass with a mistake about the blocks (a common one):
+
+    inside=False: the key loop stops at the block's own diagonal, at key i1 (its end) instead of
+    i1 + (n_k - n_q): each query sees the keys j <= i + (n_k - n_q) that are also j < i1;
+    inside=True: the blocks the diagonal crosses are computed but not masked inside: each query
+    sees every key j < i1 + (n_k - n_q), the last key its block's last query sees.
+    query_blocks: (block_q, clamped), as for ``_block_ends``.
+    """
+    q, k, v = _as_float64(q), _as_float64(k), _as_float64(v)
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    ends = _block_ends(n_q, *query_blocks)
+    keys = torch.arange(n_k)[None, :]
+    if inside:
+        allowed = keys < (ends + n_k - n_q)[:, None]
+    else:
+        allowed = causal_allowed(n_q, n_k) & (keys < ends[:, None])
+    return reference_flash(q, k, v, False, scale, allowed=allowed)[0]
+
+
+def _attention_hints(q, k, v, causal, options, extra=None, query_blocks=None):
+    """Hint -> what attention with that mistake returns, for ``explain_mismatch`` on ``out``.
+    query_blocks: (block_q, clamped) of the implementation (see ``_block_ends``), or None."""
+    scale = options.get("scale")
+    n_k = k.shape[-2]
+    hints = {}
+    if causal:
+        hints["your causal mask is aligned to the top-left corner; align it to the bottom-right: "
+              "query i may see key j iff j <= i + (n_k - n_q)"] = _top_left(q, k, v, scale)
+        hints["causal=True is ignored: mask the scores of keys j > i + (n_k - n_q) with -inf"] = (
+            reference_flash(q, k, v, False, scale)[0])
+        if query_blocks is not None:
+            hints["inside the blocks that the diagonal crosses, keys after the diagonal are not "
+                  "masked: set the scores of keys j > i + (n_k - n_q) to -inf there"] = (
+                _causal_by_blocks(q, k, v, query_blocks, scale, inside=True))
+            hints["the loop over keys stops too early: the last query of a block of queries "
+                  "i0:i1 sees the keys up to i1 - 1 + (n_k - n_q), not only up to i1 - 1"] = (
+                _causal_by_blocks(q, k, v, query_blocks, scale))
+    elif "block_k" in options and n_k > options["block_k"] and n_k % options["block_k"]:
+        whole = n_k // options["block_k"] * options["block_k"]
+        hints[_LAST_BLOCK_HINT.format(n="n_k", block="block_k")] = (
+            reference_flash(q, k[..., :whole, :], v[..., :whole, :], False, scale)[0])
+    if scale is not None:
+        hints["the scale argument is ignored: multiply the scores by the scale given (1/sqrt(d) "
+              "only when it is None)"] = reference_flash(q, k, v, causal)[0]
+    if q.shape[-1] > 1:
+        hints["the scores are not scaled: multiply q k^T by scale (1/sqrt(d) when None)"] = (
+            reference_flash(q, k, v, causal, 1.0)[0])
+    hints.update(extra or {})
+    return hints
+
+
+def _wrong_query_blocks(out, ref_out, query_blocks, rtol=None, atol=None) -> str:
+    """A hint when the rows of ``out`` that disagree with ``ref_out`` are whole blocks of queries
+    and the other blocks are right (a loop over blocks of queries that misses some), else ""."""
+    if query_blocks is None or out.shape != ref_out.shape:
+        return ""
+    default_rtol, default_atol = tolerances(out.dtype)
+    a, e = _as_float64(out), _as_float64(ref_out)
+    bad = ~torch.isclose(a, e, rtol=rtol or default_rtol, atol=atol or default_atol)
+    rows = bad.reshape(-1, *bad.shape[-2:]).any(dim=0).any(dim=-1)  # (n_q,): a wrong query
+    block_q = query_blocks[0]
+    blocks = [rows[i0:i0 + block_q] for i0 in range(0, rows.numel(), block_q)]
+    wrong = [index for index, block in enumerate(blocks) if block.all()]
+    if not wrong or len(wrong) == len(blocks) or any(block.any() and not block.all() for block in blocks):
+        return ""
+    names = ", ".join(f"{i * block_q}:{min((i + 1) * block_q, rows.numel())}" for i in wrong)
+    return (f"the rows of the blocks of queries {names} are wrong while the other blocks are right: "
+            "check the loop over blocks of queries (range(0, n_q, block_q), each block ending at "
+            "min(i0 + block_q, n_q)) and where each block's output is written")
+
+
+def _lse_tolerance(q, tol):
+    """rtol = atol for lse: ``tol`` for float32 and float64 inputs, float32's own for half precision
+    (the log-sum-exp is accumulated and returned in float32, whatever the inputs)."""
+    if q.dtype in (torch.float16, torch.bfloat16):
+        return tolerances(torch.float32)
+    return (tol, tol) if tol is not None else (None, None)
+
+
+def _compare_attention(fn, q, k, v, label, causal=False, tol=None, hints=None, query_blocks=None,
+                       **options):
+    """Call fn(q, k, v, causal, **options) and compare (out, lse) with reference_flash.
+
+    tol: rtol = atol for out (None: the dtype's), and for lse of float32 and float64 inputs;
+    hints: more candidate mistakes (hint -> the out it gives) besides the usual ones;
+    query_blocks: (block_q, clamped) for the hints about blocks (see ``_block_ends``); None:
+    ``(options["block_q"], True)`` when given.
+    """
+    if query_blocks is None and "block_q" in options:
+        query_blocks = (options["block_q"], True)
     out, lse = assert_pair(assert_not_modified(fn, q, k, v, causal, **options),
                            what="the function", names="(out, lse)")
     ref_out, ref_lse = reference_flash(q, k, v, causal, options.get("scale"))
@@ -194,17 +346,10 @@ def _compare_attention(fn, q, k, v, label, causal=False, tol=None, **options):
                       "FlashAttention does")
     assert_finite(out, what=f"out{label}", hint=_NAN_HINT)
     rtol, atol = (None, None) if tol is None else (tol, tol)
-    hints = {} if not causal else {
-        "your causal mask is aligned to the top-left corner; align it to the bottom-right: "
-        "query i may see key j iff j <= i + (n_k - n_q)": _top_left(q, k, v, options.get("scale")),
-        "causal=True is ignored: mask the scores of keys j > i + (n_k - n_q) with -inf":
-            reference_flash(q, k, v, False, options.get("scale"))[0],
-    }
-    if q.shape[-1] > 1:
-        hints["the scores are not scaled: multiply q k^T by scale (1/sqrt(d) when None)"] = (
-            reference_flash(q, k, v, causal, 1.0)[0])
+    candidates = _distinct(_attention_hints(q, k, v, causal, options, hints, query_blocks), ref_out)
     assert_close(out, ref_out, what=f"out{label}", rtol=rtol, atol=atol,
-                 hint=explain_mismatch(out, hints) or
+                 hint=explain_mismatch(out, candidates) or
+                 _wrong_query_blocks(out, ref_out, query_blocks, rtol, atol) or
                  "check the rescaling by exp(m_old - m_new) of both l and the accumulator, and "
                  "the final division by l")
     sees = torch.isfinite(ref_lse)  # queries that see at least one key
@@ -212,13 +357,14 @@ def _compare_attention(fn, q, k, v, label, causal=False, tol=None, **options):
     if (torch.isinf(lse_cpu) != ~sees).any() or torch.isnan(lse_cpu).any():
         raise AssertionError(f"lse{label} must be -inf exactly for the queries that see no key "
                              "(and finite, not nan, for all others)")
-    assert_close(lse_cpu[sees], ref_lse[sees], what=f"lse{label}", rtol=rtol, atol=atol,
-                 hint=explain_mismatch(lse_cpu[sees], {
+    lse_rtol, lse_atol = _lse_tolerance(q, tol)
+    assert_close(lse_cpu[sees], ref_lse[sees], what=f"lse{label}", rtol=lse_rtol, atol=lse_atol,
+                 hint=explain_mismatch(lse_cpu[sees], _distinct({
                      "lse is in base 2: multiply by ln(2) to get the natural log":
                          ref_lse[sees] / math.log(2.0),
                      "lse is log(l) without the maximum m: return m + log(l)":
                          ref_lse[sees] - (reference_max(q, k, causal, options.get("scale"))[sees]),
-                 }) or "lse = m + log(l), with m and l after the last key block")
+                 }, ref_lse[sees])) or "lse = m + log(l), with m and l after the last key block")
     return (out, lse)
 
 
@@ -238,7 +384,10 @@ def _peak_bytes(call) -> int:
 
 
 def check_flash_attention_torch(fn: Callable) -> None:
-    """Check ``flash_attention_torch(q, k, v, causal, block_q, block_k, scale) -> (out, lse)``."""
+    """Check ``flash_attention_torch(q, k, v, causal, block_q, block_k, scale) -> (out, lse)``:
+    values, log-sum-exp and dtypes against float64 attention, without PyTorch's fused attention
+    (``attnlab.shortcuts``), and without ever building the whole score matrix."""
+    fn = police(fn, "flash.flash_attention_torch")
     d, d_v = 8, 5
 
     def inputs(seed, batch, n_q, n_k, dtype=torch.float32, spread=1.0):
@@ -254,8 +403,8 @@ def check_flash_attention_torch(fn: Callable) -> None:
         # threads=1: one call of flash_forward loops over every block of queries of the batch;
         # threads=2: one call per (slice, query block), on two threads (forward_grid)
         q, k, v = inputs(110, (3,), 29, 41)
-        for threads, label in ((1, " with threads=1 (one call, every query block)"),
-                               (2, " with threads=2 (one call per block of queries)")):
+        for threads, label in ((1, " (causal, threads=1: one call, every query block)"),
+                               (2, " (causal, threads=2: one call per block of queries)")):
             _compare_attention(fn, q, k, v, label, causal=True, block_q=8, block_k=16,
                                threads=threads)
 
@@ -268,6 +417,12 @@ def check_flash_attention_torch(fn: Callable) -> None:
         _compare_attention(fn, *inputs(102, (2,), 12, 20), " with scale=0.3", scale=0.3,
                            block_q=8, block_k=8)
 
+    def double_precision():
+        # float64 stays float64 all the way (lse too); no batch dimensions at all
+        q, k, v = (t[0] for t in inputs(111, (1,), 10, 14, dtype=torch.float64))
+        _compare_attention(fn, q, k, v, " (float64, q of shape (10, 8))", causal=True,
+                           block_q=4, block_k=6)
+
     def causal(n_q, n_k, seed):
         def case():
             _compare_attention(fn, *inputs(seed, (2,), n_q, n_k), f" (causal, n_q={n_q}, n_k={n_k})",
@@ -275,14 +430,16 @@ def check_flash_attention_torch(fn: Callable) -> None:
         return case
 
     def queries_that_see_nothing():
-        q, k, v = inputs(106, (2,), 20, 12)
+        # n_q - n_k = 7 is not a multiple of block_q: the first block of queries holds queries
+        # that see no key next to one that sees key 0
+        q, k, v = inputs(106, (2,), 20, 13)
         hidden = torch.zeros(20, dtype=torch.bool)
-        hidden[:8] = True
+        hidden[:7] = True
         for threads in (1, 2):
-            out, lse = _compare_attention(fn, q, k, v, f" (causal, n_q=20 > n_k=12, threads={threads})",
+            out, lse = _compare_attention(fn, q, k, v, f" (causal, n_q=20 > n_k=13, threads={threads})",
                                           causal=True, block_q=8, block_k=8, threads=threads)
             assert_zero_where(out, hidden[:, None].expand(20, d_v), what="out",
-                              region="for the first n_q - n_k = 8 queries, which see no key")
+                              region="for the first n_q - n_k = 7 queries, which see no key")
 
     def half_precision():
         q, k, v = inputs(107, (2,), 33, 40, dtype=torch.float16)
@@ -311,6 +468,7 @@ def check_flash_attention_torch(fn: Callable) -> None:
         ("one call on the whole batch, and one call per block of queries", one_call_and_grid),
         ("batched (2, 3), blocks of 1, uneven and larger than n", blocks),
         ("custom scale", scaled),
+        ("float64 inputs without batch dimensions (lse in float64)", double_precision),
         ("causal, n_q == n_k", causal(24, 24, 103)),
         ("causal, n_q < n_k (bottom-right aligned)", causal(13, 30, 104)),
         ("causal, n_q > n_k: the first queries see no key (out 0, lse -inf)",
@@ -337,7 +495,8 @@ def _reference_grads(q, k, v, causal, g_out, g_lse, scale=None):
 
 def check_flash_backward(fn: Callable) -> None:
     """Check the gradients of ``flash_attention_torch`` (its ``flash_backward``) against autograd
-    through float64 naive attention."""
+    through float64 naive attention, without PyTorch's fused attention, forward or backward."""
+    fn = police(fn, "flash.flash_attention_torch")
     d, d_v = 6, 4
 
     def compare(seed, n_q, n_k, causal, label, use_lse=False, dtype=torch.float64, tol=None):
@@ -353,7 +512,10 @@ def check_flash_backward(fn: Callable) -> None:
         if loss.grad_fn is None:
             raise AssertionError("out has no gradient: flash_attention_torch must go through "
                                  "FlashAttentionFunction.apply")
-        loss.backward()
+        with ForbiddenCalls(forbidden("flash.flash_attention_torch")) as watch:
+            loss.backward()
+        if watch.seen:
+            raise AssertionError(f"your flash_backward {watch.message()}")
         wanted = _reference_grads(q, k, v, causal, g_out, g_lse)
         for name, leaf, want in zip("qkv", leaves, wanted):
             if leaf.grad is None:
@@ -401,6 +563,21 @@ TRITON_MISSING = (
 )
 
 
+# In Triton's interpreter, flash_attention_triton launches blocks of 32 queries and 32 keys
+# (BLOCK_M = BLOCK_N = 32); the hints about blocks use it
+_INTERPRETER_BLOCK = 32
+
+
+def _padded_keys(q, k, v, block_n):
+    """Non-causal attention whose keys and values are padded with zeros to a multiple of
+    ``block_n``: what a kernel gives that loads the lanes past n_k as 0 but does not mask their
+    scores (a common mistake)."""
+    q, k, v = _as_float64(q), _as_float64(k), _as_float64(v)
+    extra = -k.shape[-2] % block_n
+    pad = (0, 0, 0, extra)
+    return reference_flash(q, torch.nn.functional.pad(k, pad), torch.nn.functional.pad(v, pad))[0]
+
+
 def check_flash_attention_triton(fn: Callable) -> None:
     """Check ``flash_attention_triton(q, k, v, causal)`` at small sizes: on a GPU if there is one,
     else on the CPU through Triton's interpreter (float32 and float16).
@@ -422,7 +599,25 @@ def check_flash_attention_triton(fn: Callable) -> None:
         v = _randn(seed + 2, *batch, n_k, d, dtype=dtype).to(device)
         # float32 on a GPU uses TF32 tensor cores by default: a looser tolerance there
         tol = tol or (2e-3 if (device.type == "cuda" or dtype != torch.float32) else 1e-4)
-        return _compare_attention(fn, q, k, v, label, causal=causal, tol=tol)
+        scale = d ** -0.5
+        hints = {
+            "the scores are not multiplied by qk_scale = scale * log2(e) before tl.math.exp2":
+                reference_flash(q, k, v, causal, math.log(2.0))[0],
+            "tl.exp of scores multiplied by qk_scale: qk_scale = scale * log2(e) is made for "
+            "tl.math.exp2 (base 2); with tl.exp the scores are log2(e) times too large":
+                reference_flash(q, k, v, causal, scale / math.log(2.0))[0],
+        }
+        if device.type == "cpu" and not causal and n_k % _INTERPRETER_BLOCK:
+            hints["keys past n_k (the lanes after the end of the last block of keys) take part in "
+                  "the softmax: mask their scores with -inf (cols < n_k), not only their "
+                  "loads"] = _padded_keys(q, k, v, _INTERPRETER_BLOCK)
+        # a Triton block of queries has rows past n_q: its end is not cut at n_q
+        blocks = (_INTERPRETER_BLOCK, False) if device.type == "cpu" else None
+        return _compare_attention(fn, q, k, v, label, causal=causal, tol=tol, hints=hints,
+                                  query_blocks=blocks)
+
+    def one_block():
+        compare(305, (2,), 20, 20, 16, False, " (n=20, d=16: one block of keys)")
 
     def plain():
         compare(300, (2,), 40, 40, 16, False, " (n=40, d=16)")
@@ -447,6 +642,7 @@ def check_flash_attention_triton(fn: Callable) -> None:
         compare(350, (2,), 40, 45, 32, True, " (float16)", dtype=torch.float16, tol=1e-2)
 
     run_checks("flash_attention_triton", [
+        ("values and lse, one block of keys", one_block),
         ("values and lse, n=40", plain),
         ("n not a multiple of the block, n_q != n_k", unaligned),
         ("causal, n_q < n_k (bottom-right aligned)", causal_fewer_queries),

@@ -34,7 +34,104 @@ def build_module(module, call: dict, arrays: dict[str, np.ndarray]):
     return instance.eval()
 
 
+# -- lesson 01 --
+def exact_zeros(module, call, args, kwargs, arrays):
+    """Lesson 01: ``target(*args, **kwargs)`` (with ``init``: the module ``build_module`` builds,
+    called), its outputs, then where its weights (output ``options["weights_at"]``) are exactly 0
+    (a large negative fill instead of -inf leaves weights within any tolerance of 0, but not 0)."""
+    target = build_module(module, call, arrays) if call.get("init") else getattr(module, call["target"])
+    result = target(*args, **kwargs)
+    return (*result, result[call["options"]["weights_at"]] == 0)
+
+
+def module_float64(module, call, args, kwargs, arrays):
+    """Lesson 01: the module ``build_module`` builds, after ``.double()``, called with ``args``."""
+    return build_module(module, call, arrays).double()(*args, **kwargs)
+
+
+def module_gradients(module, call, args, kwargs, arrays):
+    """Lesson 01: the module ``build_module`` builds, called with ``args``; its first output, then
+    the gradient of sum(first output * the case's cotangent) for each parameter the case sets."""
+    import torch
+
+    instance = build_module(module, call, arrays)
+    output = instance(*args, **kwargs)[0]
+    loss = (output * torch.from_numpy(arrays[call["cotangents"][0]])).sum()
+    named = dict(instance.named_parameters())
+    return (output, *torch.autograd.grad(loss, [named[name] for name in call["parameters"]]))
+
+
+def module_initialisation(module, call, args, kwargs, arrays):
+    """Lesson 01: how ``target(**init)`` draws its parameters, built after ``torch.manual_seed(s)``
+    for the seeds (s, s, t) of ``options["seeds"]``. 1 (yes) or 0 (no) for: per parameter named
+    in ``options["bounds"]``, drawn (finite, not all 0, within ±bound), a float32 parameter that
+    requires a gradient; then: no other parameters, seed s twice gives the same parameters, seed
+    t other ones."""
+    import torch
+
+    bounds = call["options"]["bounds"]
+    built = []
+    for seed in call["options"]["seeds"]:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            built.append(dict(getattr(module, call["target"])(**call["init"]).named_parameters()))
+    first, again, other = built
+    found = []
+    for name, bound in bounds.items():
+        p = first[name]
+        values = p.detach()
+        found += [bool(torch.isfinite(values).all() and (values != 0).any() and values.abs().max() <= bound + 1e-6),
+                  p.dtype == torch.float32 and p.requires_grad]
+    found += [sorted(first) == sorted(bounds),
+              all(torch.equal(first[name], again[name]) for name in bounds),
+              not all(torch.equal(first[name], other[name]) for name in bounds)]
+    return np.array(found, dtype=np.int64)
+
+
+def decoder_steps(module, call, args, kwargs, arrays):
+    """Lesson 01: the decoder step ``build_module`` builds, run once per row of ``args[0]`` (steps,
+    batch) of tokens, each step reading the state the step before returned; the logits of every
+    step stacked, and the last state."""
+    import torch
+
+    step = build_module(module, call, arrays)
+    tokens, hidden, states, *rest = args
+    logits = []
+    for prev in tokens:
+        out, hidden, _ = step(prev, hidden, states, *rest, **kwargs)
+        logits.append(out)
+    return torch.stack(logits), hidden
+
+
+# -- lesson 02 --
+def numpy_result(module, call, args, kwargs, arrays):
+    """Lesson 02: ``target(*args, **kwargs)`` of a numpy exercise; an output that is not a numpy
+    array (a torch tensor) raises TypeError."""
+    result = getattr(module, call["target"])(*args, **kwargs)
+    for value in result if isinstance(result, (tuple, list)) else (result,):
+        if not isinstance(value, np.ndarray):
+            raise TypeError(f"{call['target']} returned a {type(value).__name__}, not a numpy array "
+                            "(use numpy only, no torch)")
+    return result
+
+
 # -- lesson 03 --
+def returns_none(module, call, args, kwargs, arrays):
+    """Lesson 03: 1 if ``target(*args, **kwargs)`` returns None, else 0 (the worker cannot send
+    None back)."""
+    return int(getattr(module, call["target"])(*args, **kwargs) is None)
+
+
+def result_then_overwritten(module, call, args, kwargs, arrays):
+    """Lesson 03: a copy of the mask ``target(*args, **kwargs)`` returns; the result itself is then
+    inverted in place, as a caller may do with a mask it owns: a result that is one of the inputs,
+    not a new tensor, shows as that input changed in place."""
+    result = getattr(module, call["target"])(*args, **kwargs)
+    kept = result.clone()
+    result.logical_not_()
+    return kept
+
+
 def masking_bfloat16(module, call, args, kwargs, arrays):
     """Lesson 03: ``target(*args, **kwargs)`` with its floating-point tensor arguments cast to
     bfloat16 (numpy has no bfloat16, so they travel as float32). With ``options["grad"]``, the
@@ -176,15 +273,29 @@ def feedforward_residual(module, call, args, kwargs, arrays):
     return instance(*args, **kwargs)
 
 
+def feedforward_parameters(module, call, args, kwargs, arrays):
+    """Lesson 06: the parameters of ``target(**init)``: the number of entries of each parameter
+    named in ``options["names"]`` (-1 where it has none of that name), then the number of entries
+    of every other parameter (lesson 07 loads trained weights by exactly these names)."""
+    own = {name: p.numel() for name, p in getattr(module, call["target"])(**call.get("init", {})).named_parameters()}
+    names = call["options"]["names"]
+    return [own.get(name, -1) for name in names] + [sum(n for name, n in own.items() if name not in names)]
+
+
 # -- lesson 07 --
 def _stacks_build(module, call: dict, arrays: dict[str, np.ndarray], target: str | None = None):
     """Lesson 07: ``target`` (default ``call["target"]``) built with ``init``, cast to
-    ``options["dtype"]``, every parameter set by name (a missing name fails), in evaluation mode."""
+    ``options["dtype"]``, every parameter set by name, in evaluation mode. Its parameters must be
+    exactly the ones the case names (a missing or extra one fails: a saved model, such as the
+    course model, would not load into it)."""
     import torch
 
     dtype = getattr(torch, call.get("options", {}).get("dtype", "float32"))
     instance = getattr(module, target or call["target"])(**call.get("init", {})).to(dtype)
     state = dict(instance.named_parameters())
+    extra = sorted(set(state) - set(call.get("parameters", {})))
+    if extra:
+        raise KeyError(f"{type(instance).__name__} has parameters the course's models do not have: {extra}")
     with torch.no_grad():
         for name, array_name in call.get("parameters", {}).items():
             if name not in state:
@@ -275,16 +386,17 @@ def stacks_generate(module, call, args, kwargs, arrays):
 
 # -- lesson 08 --
 def cost_count(module, call, args, kwargs, arrays):
-    """Lesson 08: a count (FLOPs, bytes, tokens) as a float64, so that an int and a float of the
-    same value agree; a dict of counts (``layer_flops``) as a tuple in the order of
-    ``options["keys"]``. Anything that is not a number fails the case."""
+    """Lesson 08: a count (FLOPs, bytes, tokens) as a float64; a dict of counts (``layer_flops``)
+    as a tuple in the order of ``options["keys"]``. A count must be an int (a Python int, a NumPy
+    integer or a 0-d integer tensor), as the lesson asks and the visible check checks: anything
+    else, a float holding a whole number included, fails the case."""
     import numbers
 
     def number(value, what):
-        if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # NumPy scalars, 0-d tensors
             value = value.item()
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{what} must be a number, got {type(value).__name__}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{what} must be an int (a count), got {type(value).__name__}")
         return np.float64(value)
 
     result = getattr(module, call["target"])(*args, **kwargs)
@@ -299,8 +411,29 @@ def cost_count(module, call, args, kwargs, arrays):
     return tuple(number(result[key], f"{call['target']}(...)[{key!r}]") for key in keys)
 
 
+# -- lesson 09 --
+def flash_peak_memory(module, call, args, kwargs, arrays):
+    """Lesson 09: whether ``target(*args, **kwargs)`` stays under ``options["limit_bytes"]`` of CPU
+    memory allocated at one time (``attnlab.bench.peak_memory``, which runs it on one thread): a
+    tiled forward pass holds blocks of scores, never the whole n_q x n_k matrix. A boolean tensor."""
+    import torch
+
+    from attnlab.bench import peak_memory
+
+    peak = peak_memory(lambda: getattr(module, call["target"])(*args, **kwargs), "cpu")
+    return torch.tensor(peak < call["options"]["limit_bytes"])
+
+
 RECIPES: dict[str, Callable[..., Any]] = {
     # "name": function,
+    "exact_zeros": exact_zeros,
+    "module_float64": module_float64,
+    "module_gradients": module_gradients,
+    "module_initialisation": module_initialisation,
+    "decoder_steps": decoder_steps,
+    "numpy_result": numpy_result,
+    "returns_none": returns_none,
+    "result_then_overwritten": result_then_overwritten,
     "masking_bfloat16": masking_bfloat16,
     "kv_cache_appends": kv_cache_appends,
     "decode_with_cache": decode_with_cache,
@@ -309,8 +442,10 @@ RECIPES: dict[str, Callable[..., Any]] = {
     "rope_attention_with_cache": rope_attention_with_cache,
     "feedforward_module": feedforward_module,
     "feedforward_residual": feedforward_residual,
+    "feedforward_parameters": feedforward_parameters,
     "cost_count": cost_count,
     "stacks_model": stacks_model,
     "stacks_cache": stacks_cache,
     "stacks_generate": stacks_generate,
+    "flash_peak_memory": flash_peak_memory,
 }

@@ -38,9 +38,9 @@ def test_all_checks_pass_on_the_reference(reference, capsys):
     checks.check_scaled_dot_product_attention(reference.scaled_dot_product_attention)
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-3:] == [
-        "✓ softmax: 7 checks passed",
+        "✓ softmax: 9 checks passed",
         "✓ attention_numpy: 6 checks passed",
-        "✓ scaled_dot_product_attention: 7 checks passed",
+        "✓ scaled_dot_product_attention: 9 checks passed",
     ]
 
 
@@ -265,7 +265,7 @@ def torch_attention(mistake=None):
 
 def test_torch_check_accepts_a_correct_independent_version(capsys):
     checks.check_scaled_dot_product_attention(torch_attention())
-    assert "✓ scaled_dot_product_attention: 7 checks passed" in capsys.readouterr().out
+    assert "✓ scaled_dot_product_attention: 9 checks passed" in capsys.readouterr().out
 
 
 SDPA = checks.check_scaled_dot_product_attention

@@ -40,11 +40,11 @@ def test_all_checks_pass_on_the_reference(ref, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-6:] == [
         "✓ causal_mask: 4 checks passed",
-        "✓ padding_mask: 4 checks passed",
-        "✓ document_mask: 4 checks passed",
+        "✓ padding_mask: 5 checks passed",
+        "✓ document_mask: 6 checks passed",
         "✓ sliding_window_mask: 5 checks passed",
         "✓ combine_masks: 6 checks passed",
-        "✓ masked_attention: 9 checks passed",
+        "✓ masked_attention: 10 checks passed",
     ]
 
 
@@ -201,9 +201,10 @@ def additive_then_nan_to_num(q, k, v, mask):
 
 def test_masked_attention_mistakes(ref):
     fails(checks.check_masked_attention, naive, "rows that see no key", "0/0 = nan")
-    fails(checks.check_masked_attention, large_negative, "equal weights 1/n_k", "attends to padding")
-    fails(checks.check_masked_attention, additive_then_nan_to_num, "gradient with respect to q",
-          "nan", "torch.where or masked_fill")
+    fails(checks.check_masked_attention, large_negative, "equal weights 1/n_k",
+          "attends uniformly to keys it may not see")
+    fails(checks.check_masked_attention, additive_then_nan_to_num,
+          r"gradient \(float64, rows that see nothing\) with respect to q", "nan", "torch.where or masked_fill")
 
     def unscaled(q, k, v, mask):
         return ref.masked_attention(q * math.sqrt(q.shape[-1]), k, v, mask)
@@ -232,9 +233,32 @@ def test_masked_attention_mistakes(ref):
         weights = torch.softmax(scores, dim=-1) * mask.any(dim=-1, keepdim=True)
         return weights @ v, weights
 
-    fails(checks.check_masked_attention, unscaled, "scale the scores by 1/sqrt")
+    fails(checks.check_masked_attention, unscaled, r"you did not divide the scores by sqrt\(d\)")
     fails(checks.check_masked_attention, float32_always, "dtype torch.float32, expected torch.float64")
     fails(checks.check_masked_attention, swapped, r"\(weights, out\) instead of \(out, weights\)")
-    fails(checks.check_masked_attention, pytorch, "calls torch.nn.functional.scaled_dot_product_attention")
+    fails(checks.check_masked_attention, pytorch, "calls F.scaled_dot_product_attention",
+          "asks you to write yourself")
     fails(checks.check_masked_attention, modifies_q, "changed its input in place: q")
     fails(checks.check_masked_attention, fill_minus_1e9_and_zero_rows, "float16", "does not fit in float16")
+
+
+def test_masked_attention_half_precision_gradient_values(ref):
+    """Graded in float16 and bfloat16, so shown too: finite gradients are not enough."""
+    def detached_keys_in_half(q, k, v, mask):
+        if q.dtype in (torch.float16, torch.bfloat16):
+            # right values, but a zero gradient for k
+            return ref.masked_attention(q, k.detach() + 0 * k, v, mask)
+        return ref.masked_attention(q, k, v, mask)
+
+    fails(checks.check_masked_attention, detached_keys_in_half, "float16 and bfloat16 gradients",
+          r"the gradient \(float16, left padding\) with respect to k")
+
+
+def test_masked_attention_weights_times_mask_is_told_rows_do_not_sum_to_1(ref):
+    def times_mask(q, k, v, mask):
+        weights = torch.softmax(_scores(q, k), dim=-1)
+        if mask is not None:
+            weights = weights * mask
+        return weights @ v, weights
+
+    fails(checks.check_masked_attention, times_mask, "do not sum to 1", "the softmax must see the mask")

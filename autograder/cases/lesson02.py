@@ -30,11 +30,16 @@ def _numpy_attention(grade_id, rng, batch, n_q, n_k, d, d_v, causal, dtype=np.fl
     arrays = [(spread * rng.standard_normal((*batch, n, width))).astype(dtype)
               for n, width in ((n_q, d), (n_k, d), (n_k, d_v))]
     args = [inputs.add(a, as_="numpy") for a in arrays]
-    return Case(grade_id, "attention_numpy", args, {"causal": causal}, inputs.arrays, label=label)
+    # numpy_result: an answer in torch tensors fails, as the visible check says ("numpy only")
+    return Case(grade_id, "attention_numpy", args, {"causal": causal}, inputs.arrays, recipe="numpy_result",
+                label=label)
 
 
 def _sdpa(grade_id, rng, q_batch, k_batch, n_q, n_k, d, d_v, dtype=np.float64, mask=None, scale=None,
-          spread=1.0, label=""):
+          spread=1.0, exact_zeros=False, label=""):
+    """A call of scaled_dot_product_attention; with ``exact_zeros``, also where its weights are
+    exactly 0 (masked weights must be 0, not merely within a tolerance of it, as the visible check
+    asserts)."""
     inputs = Inputs()
     q = (spread * rng.standard_normal((*q_batch, n_q, d))).astype(dtype)
     k = (spread * rng.standard_normal((*k_batch, n_k, d))).astype(dtype)
@@ -48,8 +53,9 @@ def _sdpa(grade_id, rng, q_batch, k_batch, n_q, n_k, d, d_v, dtype=np.float64, m
         kwargs["mask"] = inputs.add(np.tril(np.ones((n_q, n_k), dtype=bool), k=n_k - n_q))
     if scale is not None:
         kwargs["scale"] = scale
+    recipe, options = ("exact_zeros", {"weights_at": 1}) if exact_zeros else ("call", {})
     return Case(grade_id, "scaled_dot_product_attention", [inputs.add(q), inputs.add(k), inputs.add(v)],
-                kwargs, inputs.arrays, label=label, forbidden=NO_SDPA)
+                kwargs, inputs.arrays, recipe=recipe, options=options, label=label, forbidden=NO_SDPA)
 
 
 def cases() -> list[Case]:
@@ -95,4 +101,10 @@ def cases() -> list[Case]:
             dtype=(np.float64, np.float32)[index % 2], mask=("random", None, "causal" if n_q <= n_k else None)[index % 3],
             scale=(None, 0.05, None, 2.0)[index % 4], spread=(1.0, 40.0)[index == 5], label=f"hidden {index}",
         ))
+    found += [
+        _sdpa("sdpa_hidden", rng, (2,), (2,), 5, 7, 4, 3, mask="random", exact_zeros=True,
+              label="masked weights exactly 0"),
+        _numpy_attention("attention_numpy_hidden", rng, (2,), 3, 5, 4, 2, False, spread=1000.0,
+                         label="scores in the thousands"),
+    ]
     return found

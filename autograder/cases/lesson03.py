@@ -50,11 +50,13 @@ def _window(grade_id, n_q, n_k, window, label=""):
     return Case(grade_id, "sliding_window_mask", [n_q, n_k, window], {}, {}, label=label)
 
 
-def _combine(grade_id, rng, shapes, label=""):
-    """combine_masks over random boolean masks of ``shapes`` (None stays None)."""
+def _combine(grade_id, rng, shapes, recipe="call", label=""):
+    """combine_masks over random boolean masks of ``shapes`` (None stays None). Recipes:
+    "returns_none" (whether it returned None), "result_then_overwritten" (the result must be a new
+    tensor: overwriting it must leave the inputs as they were)."""
     inputs = Inputs()
     args = [None if shape is None else inputs.add(rng.random(shape) < 0.6) for shape in shapes]
-    return Case(grade_id, "combine_masks", args, {}, inputs.arrays, label=label)
+    return Case(grade_id, "combine_masks", args, {}, inputs.arrays, recipe=recipe, label=label)
 
 
 def _mask(rng, kind, shape, n_q, n_k, empty_rows=0):
@@ -74,7 +76,10 @@ def _mask(rng, kind, shape, n_q, n_k, empty_rows=0):
 
 
 def _attention(grade_id, rng, q_batch, k_batch, n_q, n_k, d, d_v, mask=None, mask_shape=None, empty_rows=0,
-               dtype=np.float64, spread=1.0, grad=False, bfloat16=False, label=""):
+               dtype=np.float64, spread=1.0, grad=False, bfloat16=False, exact_zeros=False, label=""):
+    """A call of masked_attention: its (out, weights); with ``grad``, the gradients of q, k, v; in
+    bfloat16 through the recipe "masking_bfloat16"; with ``exact_zeros``, also where the weights are
+    exactly 0 (masked weights must be 0, not merely within a tolerance of it)."""
     inputs = Inputs()
     travel = np.float32 if bfloat16 else dtype
     q = (spread * rng.standard_normal((*q_batch, n_q, d))).astype(travel)
@@ -96,6 +101,8 @@ def _attention(grade_id, rng, q_batch, k_batch, n_q, n_k, d, d_v, mask=None, mas
             recipe, grad_args, cotangents = "grad", [0, 1, 2], [d_out, d_weights]
     elif bfloat16:
         recipe = "masking_bfloat16"
+    elif exact_zeros:
+        recipe, options = "exact_zeros", {"weights_at": 1}
     return Case(grade_id, "masked_attention", args, {}, inputs.arrays, recipe=recipe, options=options,
                 grad_args=grad_args, cotangents=cotangents, label=label, forbidden=_NO_FUSED_ATTENTION)
 
@@ -184,5 +191,16 @@ def cases() -> list[Case]:
                    dtype=np.float16, grad=True, label="gradients, float16"),
         _attention("masked_attention_hidden", rng, (2,), (2,), 5, 5, 4, 4, mask="causal", empty_rows=1,
                    grad=True, bfloat16=True, label="gradients, bfloat16"),
+    ]
+    # What the visible checks assert besides values: None for no mask at all, a new tensor,
+    # masked weights exactly 0.
+    found += [
+        _combine("combine_masks_hidden", rng, [None, None], recipe="returns_none", label="only None: None"),
+        _combine("combine_masks_hidden", rng, [(3, 3)], recipe="result_then_overwritten",
+                 label="one mask: a new tensor"),
+        _combine("combine_masks_hidden", rng, [None, (4, 4), (4, 4)], recipe="result_then_overwritten",
+                 label="two masks: a new tensor"),
+        _attention("masked_attention_hidden", rng, (2,), (2,), 5, 6, 4, 3, mask="random", empty_rows=1,
+                   exact_zeros=True, label="masked weights exactly 0"),
     ]
     return found

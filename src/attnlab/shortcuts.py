@@ -33,11 +33,19 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "attention.scaled_dot_product_attention": _SOFTMAX + ("_scaled_dot_product", "scaled_dot_product"),
     # lesson 03: masked attention built on the learner's own attention, not PyTorch's fused kernel
     "masking.masked_attention": _FUSED_ATTENTION,
-    # lesson 06: the norms are the exercise
-    "feedforward.LayerNorm": ("layer_norm", "native_layer_norm"),
+    # lesson 06: the norms are the exercise (group and instance norm of one group are layer norm too)
+    "feedforward.LayerNorm": ("layer_norm", "native_layer_norm", "group_norm", "native_group_norm",
+                              "instance_norm", "batch_norm", "native_batch_norm"),
     "feedforward.RMSNorm": ("rms_norm", "_fused_rms_norm"),
-    # lesson 08: cutting patches with reshapes is the exercise; nn.Unfold / F.unfold are im2col
-    "cost.patchify": ("im2col", "unfold"),
+    # lesson 08: cutting patches with reshape and permute is the exercise (the prose says so);
+    # nn.Unfold / F.unfold reach aten.im2col, Tensor.unfold aten.unfold, and F.pixel_unshuffle
+    # cuts the same patches in one call
+    "cost.patchify": ("im2col", "unfold", "pixel_unshuffle"),
+    # lesson 09: the online softmax is the exercise; the tiled attention is written, not borrowed
+    # from PyTorch's fused kernels (on a CPU, aten._scaled_dot_product_flash_attention_for_cpu
+    # returns the log-sum-exp too)
+    "flash.online_softmax": _SOFTMAX + ("logsumexp",),
+    "flash.flash_attention_torch": _FUSED_ATTENTION,
 }
 
 # What a forbidden operator is called where learners meet it.
@@ -46,14 +54,21 @@ _NAMES = {
     "_safe_softmax": "F.scaled_dot_product_attention (its masked softmax, aten._safe_softmax)",
     "_log_softmax": "log_softmax (torch.log_softmax or F.log_softmax)",
     "_scaled_dot_product": "F.scaled_dot_product_attention",
+    "logsumexp": "torch.logsumexp (or Tensor.logsumexp)",
     "scaled_dot_product": "F.scaled_dot_product_attention",
     "scaled_dot_product_attention": "F.scaled_dot_product_attention",
     "layer_norm": "F.layer_norm (or nn.LayerNorm)",
     "native_layer_norm": "F.layer_norm (or nn.LayerNorm)",
     "rms_norm": "F.rms_norm (or nn.RMSNorm)",
     "_fused_rms_norm": "F.rms_norm (or nn.RMSNorm)",
-    "im2col": "F.unfold (or nn.Unfold)",
+    "group_norm": "F.group_norm (or nn.GroupNorm)",
+    "native_group_norm": "F.group_norm (or nn.GroupNorm)",
+    "instance_norm": "F.instance_norm (or nn.InstanceNorm1d)",
+    "batch_norm": "F.batch_norm (or nn.BatchNorm1d)",
+    "native_batch_norm": "F.batch_norm, F.instance_norm (or nn.BatchNorm1d, nn.InstanceNorm1d)",
+    "im2col": "F.unfold, nn.Unfold or Tensor.unfold",  # one name: F.unfold is seen as both
     "unfold": "F.unfold, nn.Unfold or Tensor.unfold",
+    "pixel_unshuffle": "F.pixel_unshuffle (or nn.PixelUnshuffle)",
 }
 
 
@@ -104,7 +119,13 @@ class ForbiddenCalls:
         return False
 
     def names(self) -> str:
-        return ", ".join(dict.fromkeys(_NAMES.get(p, p) for p in self.seen))
+        """What the learner called, each function once (one call reaches several operators:
+        F.scaled_dot_product_attention is both its own entry point and a masked softmax)."""
+        named: dict[str, str] = {}
+        for prefix in self.seen:
+            text = _NAMES.get(prefix, prefix)
+            named.setdefault(text.split(" (")[0], text)
+        return ", ".join(named.values())
 
     def message(self) -> str:
         return (f"calls {self.names()}, which this exercise asks you to write yourself "

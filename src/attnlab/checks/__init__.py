@@ -4,7 +4,7 @@ A check never compares with pasted numbers. It compares with trusted references 
 functions, computed in float64) and with invariants that any correct answer satisfies (weights are
 non-negative and sum to 1, masked weights are exactly 0, inputs are left unchanged, the dtype is
 kept). On failure it raises ``AssertionError`` whose message names the case, the problem and the
-likely cause; on success it prints one line, such as ``✓ softmax: 7 checks passed``. A stub's
+likely cause; on success it prints one line, such as ``✓ softmax: 9 checks passed``. A stub's
 ``NotImplementedError`` passes through unchanged: its message says which lesson to finish, or how to
 borrow the reference.
 

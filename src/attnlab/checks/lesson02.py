@@ -51,7 +51,14 @@ def check_softmax(fn: Callable) -> None:
         x = torch.randn(3, 5, generator=_seeded(0), dtype=torch.float64)
         y = assert_not_modified(fn, x)
         assert_shape(y, x.shape, what="softmax(x)", meaning="x.shape")
-        assert_rows_sum_to_one(y, dim=-1, what="the entries of softmax(x)", axis="the last axis")
+        exps = torch.exp(x - x.amax(dim=-1, keepdim=True))
+        hint = explain_mismatch(y, {
+            "you divided by the largest exp, not by the sum of the exps along dim":
+                exps / exps.amax(dim=-1, keepdim=True),
+            "did you normalise over the wrong dimension?": reference_softmax(x, 0),
+        }) or "divide exp(x - max) by its sum along dim (keepdim=True)"
+        assert_rows_sum_to_one(y, dim=-1, what="the entries of softmax(x)", axis="the last axis",
+                               hint=hint)
         assert_close(y, reference_softmax(x), what="softmax(x)",
                      hint="softmax(x) is exp(x - max) / sum(exp(x - max)) along dim")
 
@@ -88,6 +95,25 @@ def check_softmax(fn: Callable) -> None:
                            f"{_MAX_HINT} (exp(1000) overflows to inf, and inf/inf is nan)")
         assert_close(y, reference_softmax(x), what="softmax of scores as large as 1000")
 
+    def rows_far_apart():
+        x = torch.tensor([[1000.0, 999.0, 998.0], [-1000.0, -999.0, -1001.0]], dtype=torch.float64)
+        y = fn(x)
+        assert_finite(y, what="softmax(x)",
+                      hint="the row far below the largest entry of x became 0/0 = nan: subtract "
+                           "the maximum of each row along dim (x.amax(dim=dim, keepdim=True)), "
+                           "not the maximum of the whole tensor")
+        assert_close(y, reference_softmax(x), what="softmax of rows 2000 apart")
+
+    def one_dimensional():
+        # a 1-D tensor, and a dimension of size 1 (its softmax is all ones)
+        for x, dim in ((torch.randn(5, generator=_seeded(4), dtype=torch.float64), 0),
+                       (torch.randn(5, generator=_seeded(4), dtype=torch.float64), -1),
+                       (torch.randn(3, 1, 4, generator=_seeded(5), dtype=torch.float64), 1)):
+            y = fn(x, dim=dim)
+            what = f"softmax(x, dim={dim}) for x of shape {tuple(x.shape)}"
+            assert_shape(y, x.shape, what=what, meaning="x.shape")
+            assert_close(y, reference_softmax(x, dim), what=what)
+
     def very_negative_scores():
         x = torch.full((2, 4), -1000.0, dtype=torch.float64)
         x[1, 2] = -1e4
@@ -114,6 +140,8 @@ def check_softmax(fn: Callable) -> None:
         ("dim=0, dim=1, dim=-2", other_dims),
         ("float32 and float64 kept", keeps_dtype),
         ("scores as large as 1000", large_scores),
+        ("rows far apart: each row's own maximum", rows_far_apart),
+        ("a 1-D tensor, a dimension of size 1", one_dimensional),
         ("scores near -1000", very_negative_scores),
         ("-inf entries get weight 0", minus_infinity),
     ])
@@ -180,7 +208,12 @@ def check_attention_numpy(fn: Callable) -> None:
 
     def batched():
         Q, K, V = _numpy_inputs(12, (2, 3), n_q, n_k, d, d_v)
-        out, weights = fn(Q, K, V)
+        try:
+            out, weights = fn(Q, K, V)
+        except ValueError as error:  # K.T reverses the batch axes too: matmul cannot pair them
+            raise AssertionError(
+                f"attention_numpy raised ValueError for batched inputs (2, 3, n, d): {error}. "
+                "Transpose only the last two axes of K (np.swapaxes(K, -1, -2)), not K.T") from error
         assert_shape(out, (2, 3, n_q, d_v), what="out for batched inputs", meaning=meaning_out,
                      hint="transpose only the last two axes of K (np.swapaxes(K, -1, -2)), not K.T")
         assert_shape(weights, (2, 3, n_q, n_k), what="weights for batched inputs",
@@ -250,6 +283,15 @@ def _random_mask(seed: int, shape: tuple[int, ...]) -> torch.Tensor:
     return mask | F.one_hot(keep, shape[-1]).bool()
 
 
+def _fill_hint(weights: Array, mask: torch.Tensor) -> str:
+    """What to do about masked weights that are not 0: tiny ones come from a large negative fill."""
+    leaked = _as_float64(weights).abs().masked_fill(mask, 0.0).nan_to_num(nan=1.0).max()
+    if 0 < leaked < 1e-6:
+        return ("fill -inf, not a large negative number: the exp of a score like -100 is tiny, "
+                "but not the exact 0 a masked key must get")
+    return "set the scores to -inf where the mask is False, before the softmax"
+
+
 def check_scaled_dot_product_attention(fn: Callable) -> None:
     """Check batched ``scaled_dot_product_attention(q, k, v, mask=None, scale=None)``, and that it
     calls neither PyTorch's softmax nor its fused attention (the trusted cases forbid both)."""
@@ -278,8 +320,7 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
                 hints["you masked the allowed keys: True means 'may attend' (PyTorch's "
                       "convention), so fill -inf where the mask is False (~mask)"] = inverted
             assert_zero_where(weights, ~mask, what=f"weights{label}",
-                              hint=explain_mismatch(weights, hints)
-                              or "set the scores to -inf where the mask is False, before softmax")
+                              hint=explain_mismatch(weights, hints) or _fill_hint(weights, mask))
             assert_rows_sum_to_one(weights, what=f"weights{label}",
                                    hint="apply the mask to the scores before the softmax, not to "
                                         "the weights after it")
@@ -307,6 +348,29 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
         q, k, v = _torch_inputs(25, (2, 1), (3,), n_q, n_k, d, d_v)
         compare(q, k, v, label=" for q of shape (2, 1, 5, 4) and k, v of batch (3,)")
 
+    def transposes_last_two(case: Callable[[], Any], shapes: str) -> Callable[[], None]:
+        """``case``, with a hint when transposing k fails for these shapes (k.transpose(1, 2)
+        and k.T fit only 3-D inputs)."""
+        def run():
+            try:
+                case()
+            except (IndexError, RuntimeError) as error:
+                raise AssertionError(
+                    f"scaled_dot_product_attention raised {type(error).__name__} for {shapes}: "
+                    f"{error}. Does every step work for any number of leading dimensions? "
+                    "Transpose k with k.transpose(-2, -1): k.transpose(1, 2) and k.T fit only "
+                    "3-D inputs") from error
+        return run
+
+    def unbatched():
+        q, k, v = _torch_inputs(28, (), (), 1, n_k, d, d_v)
+        compare(q, k, v, mask=_random_mask(29, (1, n_k)),
+                label=" for unbatched q (1, 4), k (7, 4), v (7, 3) and a mask")
+
+    def two_batch_dims():
+        compare(*_torch_inputs(30, (2, 3), (2, 3), n_q, n_k, d, d_v), scale=2.0,
+                label=" for q, k, v of batch (2, 3), scale=2.0")
+
     def keeps_dtype():
         for dtype in (torch.float32, torch.float64):
             q, k, v = _torch_inputs(26, (2,), (2,), n_q, n_k, d, d_v, dtype=dtype)
@@ -330,6 +394,8 @@ def check_scaled_dot_product_attention(fn: Callable) -> None:
         ("boolean mask (True = may attend)", with_mask),
         ("causal mask, bottom-right aligned", causal_mask),
         ("broadcast batch dimensions", broadcast),
+        ("no batch dimension, one query", transposes_last_two(unbatched, "2-D inputs (n, d)")),
+        ("two batch dimensions", transposes_last_two(two_batch_dims, "4-D inputs (2, 3, n, d)")),
         ("float32 and float64 kept", keeps_dtype),
         ("scores in the thousands", large_scores),
     ])

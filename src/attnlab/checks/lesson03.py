@@ -15,7 +15,6 @@ from typing import Any, Callable, Mapping
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 from attnlab.checks.common import (
     _seeded,
@@ -24,11 +23,15 @@ from attnlab.checks.common import (
     assert_finite,
     assert_not_modified,
     assert_pair,
+    assert_rows_sum_to_one,
     assert_shape,
     assert_zero_where,
     causal_allowed,
+    explain_mismatch,
     run_checks,
 )
+from attnlab.checks.lesson02 import _fill_hint as masked_weights_hint
+from attnlab.shortcuts import police
 
 __all__ = [
     "check_causal_mask",
@@ -153,6 +156,9 @@ def check_padding_mask(fn: Callable) -> None:
             "one position too many per row: position j is real when j < length (positions "
             "count from 0)": torch.tensor([[j <= length for j in range(max_len)] for length in flat],
                                           dtype=torch.bool).reshape(*shape, max_len),
+            "you marked the last lengths[b] positions: the real tokens come first, the padding "
+            "fills the end of each row": torch.tensor([[j >= max_len - length for j in range(max_len)]
+                                                       for length in flat], dtype=torch.bool).reshape(*shape, max_len),
         }
         got = assert_not_modified(fn, lengths, max_len)
         hint = ("return shape (..., max_len), one row per sequence: the caller adds the query axis "
@@ -165,21 +171,26 @@ def check_padding_mask(fn: Callable) -> None:
         ("lengths as a list, with a 0", lambda: compare([2, 0, 4], 6, "[2, 0, 4]")),
         ("lengths of shape (2, 2)", lambda: compare(torch.tensor([[1, 4], [3, 2]]), 4, "[[1, 4], [3, 2]]")),
         ("int32 lengths", lambda: compare(torch.tensor([2, 3], dtype=torch.int32), 3, "int32 [2, 3]")),
+        ("max_len 1, and empty sequences in a list", lambda: (
+            compare(torch.tensor([1]), 1, "[1]"), compare([0, 0, 3], 3, "[0, 0, 3]"))),
     ])
 
 
 def check_document_mask(fn: Callable) -> None:
     """Check ``document_mask(doc_ids)``: (..., n, n), True where two tokens share a document."""
 
-    def compare(doc_ids: torch.Tensor, label: str):
-        rows = doc_ids.reshape(-1, doc_ids.shape[-1]).tolist()
-        n = doc_ids.shape[-1]
+    def compare(doc_ids, label: str):
+        ids = torch.as_tensor(doc_ids)  # a list is an input too
+        rows = ids.reshape(-1, ids.shape[-1]).tolist()
+        n = ids.shape[-1]
         want = torch.tensor([[[row[i] == row[j] for j in range(n)] for i in range(n)] for row in rows],
-                            dtype=torch.bool).reshape(*doc_ids.shape, n)
+                            dtype=torch.bool).reshape(*ids.shape, n)
         got = assert_not_modified(fn, doc_ids)
         _assert_mask(got, want, what=f"document_mask({label})", meaning="(..., n, n)", mistakes={
             "you masked each token's own document: True means 'may attend', which is where the "
             "two document ids are equal": ~want,
+            "your mask is causal too: document_mask alone lets a token see its whole document, "
+            "later tokens included (combine it with causal_mask when a decoder needs both)": want.tril(),
         }, hint="compare every pair of positions: doc_ids[..., :, None] against doc_ids[..., None, :]")
 
     run_checks("document_mask", [
@@ -187,6 +198,8 @@ def check_document_mask(fn: Callable) -> None:
         ("ids that are not 0, 1, 2", lambda: compare(torch.tensor([7, 7, 3, 3, 3, 9, 9]), "[7, 7, 3, 3, 3, 9, 9]")),
         ("a batch of two rows", lambda: compare(torch.tensor([[0, 0, 1, 1, 1], [4, 5, 5, 5, 5]]), "a batch (2, 5)")),
         ("int32 ids", lambda: compare(torch.tensor([1, 2, 2], dtype=torch.int32), "int32 [1, 2, 2]")),
+        ("ids as a list", lambda: compare([4, 4, 1, 1, 1, 8], "[4, 4, 1, 1, 1, 8]")),
+        ("one token", lambda: compare(torch.tensor([3]), "[3]")),
     ])
 
 
@@ -202,6 +215,9 @@ def check_sliding_window_mask(fn: Callable) -> None:
             "keys after the query are visible: the window is causal, it looks only back "
             "(0 <= i + (n_k - n_q) - j, not |i + (n_k - n_q) - j| < window)":
                 _grid(n_q, n_k, lambda i, j: abs(i + offset - j) < window),
+            "keys after the query are visible: the window is causal, so the distance "
+            "i + (n_k - n_q) - j must be >= 0 as well as < window":
+                _grid(n_q, n_k, lambda i, j: i + offset - j < window),
             "the window is missing: with a window, only the last `window` positions are visible":
                 causal_allowed(n_q, n_k),
             "the query's own position is missing: distance 0 (the query itself) is inside the "
@@ -242,13 +258,20 @@ def check_combine_masks(fn: Callable) -> None:
         if got is None:
             raise AssertionError(f"combine_masks returned None for {label}; return None only when "
                                  "every mask is None")
+        mistakes = {"you combined with OR: a key must be allowed by every mask (AND, &)": union}
+        if len(present) > 2:
+            first_two = present[0] & present[1]
+            if first_two.shape == shape:
+                mistakes["you combined only the first two masks: loop over every mask given"] = first_two
         _assert_mask(got, want, what=f"combine_masks of {label}", meaning="the broadcast shape "
-                     + str(tuple(shape)), mistakes={
-                         "you combined with OR: a key must be allowed by every mask (AND, &)": union,
-                     })
+                     + str(tuple(shape)), mistakes=mistakes)
 
     def all_none():
-        got = fn(None, None)
+        try:
+            got = fn(None, None)
+        except (IndexError, TypeError, AttributeError) as error:  # present[0] of an empty list, ...
+            raise AssertionError(f"combine_masks(None, None) raised {type(error).__name__}: {error}. "
+                                 "With no mask at all there is nothing to combine: return None") from error
         if got is not None:
             raise AssertionError(f"combine_masks(None, None) returned {type(got).__name__}, expected "
                                  "None (no mask at all)")
@@ -277,18 +300,6 @@ def check_combine_masks(fn: Callable) -> None:
 # --------------------------------------------------------------------------------------------
 # masked_attention
 # --------------------------------------------------------------------------------------------
-
-
-class _TorchCalls(TorchFunctionMode):
-    """Records the names of the torch functions called inside ``with _TorchCalls() as calls``."""
-
-    def __init__(self):
-        super().__init__()
-        self.names: set[str] = set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.names.add(getattr(func, "__name__", ""))
-        return func(*args, **(kwargs or {}))
 
 
 def _reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -324,9 +335,39 @@ def _empty_rows(mask: torch.Tensor) -> torch.Tensor:
     return ~mask.any(dim=-1, keepdim=True)
 
 
+def _scale_mistakes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                    mask: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """What the weights would be with the usual scaling mistakes (for ``explain_mismatch``): the
+    scores q·k scaled by a wrong factor are those of q times (factor · sqrt(d))."""
+    d, d_v = q.shape[-1], v.shape[-1]
+    wrong = {
+        "you did not divide the scores by sqrt(d)": 1.0,
+        "you divided the scores by d instead of sqrt(d)": 1.0 / d,
+        "you multiplied the scores by sqrt(d) instead of dividing": math.sqrt(d),
+    }
+    if d_v != d:
+        wrong["you divided by sqrt(d_v) (the value size) instead of sqrt(d) (the query/key size, "
+              "q.shape[-1])"] = 1.0 / math.sqrt(d_v)
+    return {hint: _reference(q.double() * (factor * math.sqrt(d)), k, v, mask)[1]
+            for hint, factor in wrong.items()}
+
+
+def _fill_hint(weights: torch.Tensor, mask: torch.Tensor, uniform: bool) -> str:
+    """What to do about masked weights that are not 0 (``uniform``: rows with nothing to see got
+    equal weights)."""
+    if uniform:
+        return ("a row with nothing to see got equal weights 1/n_k: its scores were all equal "
+                "(all 0, or all one large negative number in place of -inf), so the row attends "
+                "uniformly to keys it may not see. Set the weights of such rows to 0 after the "
+                "softmax (torch.where with the mask)")
+    return masked_weights_hint(weights, mask)
+
+
 def check_masked_attention(fn: Callable) -> None:
     """Check ``masked_attention(q, k, v, mask)`` against PyTorch in float64, with rows that see
-    nothing, gradients and half precision."""
+    nothing, gradients and half precision, and that it does not call PyTorch's attention (the
+    trusted cases forbid it too)."""
+    fn = police(fn, "masking.masked_attention")
     meaning_out, meaning_w = "(..., n_q, d_v)", "(..., n_q, n_k)"
 
     def compare(q, k, v, mask, label: str):
@@ -348,14 +389,20 @@ def check_masked_attention(fn: Callable) -> None:
             uniform = bool(empty.any()) and torch.allclose(
                 weights.detach().double()[empty], torch.tensor(1.0 / k.shape[-2], dtype=torch.float64),
                 atol=1e-3)
-            assert_zero_where(weights, ~mask, what=f"weights{label}", hint=(
-                "a row with nothing to see got equal weights 1/n_k: a large negative number in "
-                "place of -inf leaves every score of that row equal, so the row attends to padding "
-                "uniformly. Fill -inf, and set the weights of such rows to 0"
-                if uniform else "set the scores to -inf where the mask is False, before the softmax"))
+            assert_zero_where(weights, ~mask, what=f"weights{label}",
+                              hint=_fill_hint(weights, mask, uniform))
+        # Rows that see a key sum to 1: weights zeroed after the softmax (times the mask) do not.
+        sees = ~(_empty_rows(mask).expand_as(ref_w)[..., 0]) if mask is not None else (
+            torch.ones(ref_w.shape[:-1], dtype=torch.bool))
+        assert_rows_sum_to_one(
+            weights.detach()[sees], what=f"the weights{label} of the rows that see a key",
+            hint="the softmax must see the mask: set the scores to -inf where the mask is False "
+                 "before the softmax. Multiplying the weights by the mask after it (or zeroing "
+                 "them) takes weight away without renormalising the rest")
         assert_close(weights, ref_w, what=f"weights{label}",
-                     hint="scale the scores by 1/sqrt(d) with d = q.shape[-1], and use your softmax "
-                          "along the key axis (dim=-1)")
+                     hint=explain_mismatch(weights, _scale_mistakes(q, k, v, mask))
+                     or "scale the scores by 1/sqrt(d) with d = q.shape[-1], and use your softmax "
+                        "along the key axis (dim=-1)")
         assert_close(out, ref_out, what=f"out{label}", hint="the weights are right, so check weights @ v")
         return out, weights
 
@@ -369,7 +416,12 @@ def check_masked_attention(fn: Callable) -> None:
         compare(q, k, v, mask, " for q (2, 1, 5, 4), k and v of batch (3,), mask (3, 5, 6)")
 
     def no_mask():
-        compare(*_qkv(33, (2,), (2,), 3, 5, 4, 6), None, " with mask=None")
+        try:
+            compare(*_qkv(33, (2,), (2,), 3, 5, 4, 6), None, " with mask=None")
+        except (AttributeError, TypeError) as error:  # mask.any(...) on None, ~None, ...
+            raise AssertionError(f"masked_attention(q, k, v, None) raised {type(error).__name__}: "
+                                 f"{error}. mask=None means no mask at all: every query sees every "
+                                 "key") from error
 
     def head_axis():
         q, k, v = _qkv(34, (2, 3), (2, 3), 4, 4, 8, 8)
@@ -384,28 +436,43 @@ def check_masked_attention(fn: Callable) -> None:
         if out[zeros].abs().max() != 0:
             raise AssertionError("the output of a row that sees no key must be exactly 0")
 
-    def gradients():
-        q, k, v = _qkv(36, (2,), (2,), 5, 4, 4, 3)
-        mask = causal_allowed(5, 4)
-        mask = mask & torch.tensor([False, True, True, True])  # left padding: row 0 and row 1 see nothing
+    def one_query_one_key():
+        q, k, v = _qkv(43, (2,), (2,), 1, 1, 4, 3, dtype=torch.float32)
+        compare(q, k, v, torch.tensor([[[True]], [[False]]]),
+                " for one query and one key (float32; the second row sees nothing)")
+
+    def gradients_match(q, k, v, mask, label: str):
+        """The gradients of q, k and v through ``fn`` against the float64 reference's, for random
+        cotangents of out and weights; half precision within a half-precision tolerance."""
+        theirs = [t.detach().double().requires_grad_() for t in (q, k, v)]
+        ref_out, ref_w = _reference(*theirs, mask)
         g = _seeded(37)
-        d_out = torch.randn(2, 5, 3, generator=g, dtype=torch.float64)
-        d_w = torch.randn(2, 5, 4, generator=g, dtype=torch.float64)
+        d_out = torch.randn(ref_out.shape, generator=g, dtype=torch.float64)
+        d_w = torch.randn(ref_w.shape, generator=g, dtype=torch.float64)
+        ref_grads = torch.autograd.grad((ref_out * d_out).sum() + (ref_w * d_w).sum(), theirs)
         mine = [t.clone().requires_grad_() for t in (q, k, v)]
         out, weights = fn(*mine, mask)
-        grads = torch.autograd.grad((out * d_out).sum() + (weights * d_w).sum(), mine, allow_unused=True)
-        theirs = [t.clone().requires_grad_() for t in (q, k, v)]
-        ref_out, ref_w = _reference(*theirs, mask)
-        ref_grads = torch.autograd.grad((ref_out * d_out).sum() + (ref_w * d_w).sum(), theirs)
+        loss = (out.double() * d_out).sum() + (weights.double() * d_w).sum()
+        grads = torch.autograd.grad(loss, mine, allow_unused=True)
+        # bfloat16 keeps 8 bits of mantissa: its sums of products stray further (as graded)
+        rtol, atol = (3e-2, 3e-2) if q.dtype == torch.bfloat16 else (None, None)
         for name, grad, ref in zip("qkv", grads, ref_grads):
+            what = f"the gradient{label} with respect to {name}"
             if grad is None:
                 raise AssertionError(f"the output does not depend on {name}: keep the computation "
                                      "differentiable (no .detach(), no .numpy())")
-            assert_finite(grad, what=f"the gradient with respect to {name}", hint=(
+            assert_finite(grad, what=what, hint=(
                 "a nan in the forward pass (even one multiplied by 0 or replaced afterwards) can "
                 "make backward nan: keep the scores of rows with nothing to see finite, and mask "
                 "with torch.where or masked_fill rather than by adding -inf"))
-            assert_close(grad, ref, what=f"the gradient with respect to {name}")
+            assert_close(grad, ref, what=what, rtol=rtol, atol=atol)
+
+    def gradients():
+        # left padding: rows 0 and 1 see nothing
+        mask = causal_allowed(5, 4) & torch.tensor([False, True, True, True])
+        for dtype in (torch.float64, torch.float32):
+            gradients_match(*_qkv(36, (2,), (2,), 5, 4, 4, 3, dtype=dtype), mask,
+                            f" ({str(dtype)[6:]}, rows that see nothing)")
 
     def half_precision():
         for dtype in (torch.float16, torch.bfloat16):
@@ -417,23 +484,21 @@ def check_masked_attention(fn: Callable) -> None:
             except RuntimeError as error:
                 raise AssertionError(f"{name} inputs raised {error}; a fill value such as -1e9 does "
                                      "not fit in float16 (largest 65504): use -inf") from error
-            mine = [t.clone().requires_grad_() for t in (q, k, v)]
-            out, _ = fn(*mine, mask)
-            for letter, grad in zip("qkv", torch.autograd.grad(out.float().sum(), mine)):
-                assert_finite(grad, what=f"the {name} gradient with respect to {letter}")
+
+    def half_precision_gradients():
+        for dtype in (torch.float16, torch.bfloat16):
+            q, k, v = _qkv(38, (2,), (2,), 6, 6, 8, 4, dtype=dtype)
+            mask = causal_allowed(6) & torch.tensor([False, False, True, True, True, True])
+            gradients_match(q, k, v, mask, f" ({str(dtype)[6:]}, left padding)")
 
     def large_scores():
         compare(*_qkv(39, (2,), (2,), 4, 5, 4, 3, spread=300.0), causal_allowed(4, 5),
                 " for scores in the thousands")
-
-    def written_yourself():
-        q, k, v = _qkv(40, (2,), (2,), 3, 4, 4, 2)
-        with _TorchCalls() as calls:
-            fn(q, k, v, causal_allowed(3, 4))
-        if "scaled_dot_product_attention" in calls.names:
-            raise AssertionError("masked_attention calls torch.nn.functional.scaled_dot_product_attention. "
-                                 "Write it yourself (scores, mask, your softmax, weights @ v): the graded "
-                                 "tests refuse PyTorch's version")
+        # q and k both large: whole rows of scores in the hundreds, far below a finite fill value
+        q, k, v = _qkv(41, (2,), (2,), 6, 7, 4, 3, spread=20.0)
+        mask = torch.rand(2, 6, 7, generator=_seeded(42)) < 0.4
+        mask[1, 2] = False  # a row with nothing to see
+        compare(q, 20.0 * k, v, mask, " for scores in the hundreds and a random mask")
 
     run_checks("masked_attention", [
         ("causal mask, n_q != n_k, d != d_v (float64, against PyTorch)", causal_rectangle),
@@ -441,8 +506,9 @@ def check_masked_attention(fn: Callable) -> None:
         ("mask=None", no_mask),
         ("padding and causal mask with a head axis of 1", head_axis),
         ("rows with nothing to see: weights 0, output 0, no nan", nothing_to_see),
-        ("gradients finite and equal to PyTorch's", gradients),
+        ("one query, one key, float32", one_query_one_key),
+        ("gradients finite and equal to PyTorch's (float64, float32)", gradients),
         ("float16 and bfloat16 kept, fully masked rows still 0", half_precision),
-        ("scores in the thousands", large_scores),
-        ("written with your own code, not PyTorch's attention", written_yourself),
+        ("float16 and bfloat16 gradients equal to PyTorch's", half_precision_gradients),
+        ("scores in the hundreds and thousands", large_scores),
     ])

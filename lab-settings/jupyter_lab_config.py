@@ -21,3 +21,16 @@ c.LabApp.news_url = None
 # Local only; the URL with its token is printed, as `make lab` works without a display.
 c.ServerApp.ip = "127.0.0.1"
 c.ServerApp.open_browser = False
+# nbgrader's instructor server extensions stay off too (their front-ends are off in
+# page_config.json5): the formgrader would look for a course's nbgrader_config.py at every start
+# and warn, twice, that a learner's clone has none.
+c.ServerApp.jpserver_extensions = {
+    "nbgrader.server_extensions.formgrader": False,
+    "nbgrader.server_extensions.course_list": False,
+}
+# Each open lesson keeps a kernel of its own (0.4 to 1 GB): one idle for an hour is shut down
+# (its notebook stays open; run the set-up cell again to go on). Lesson 00 says how to shut down
+# the kernels of finished lessons by hand.
+c.MappingKernelManager.cull_idle_timeout = 3600
+c.MappingKernelManager.cull_interval = 300
+c.MappingKernelManager.cull_connected = True

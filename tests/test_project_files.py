@@ -128,3 +128,22 @@ def test_every_graded_lesson_has_trusted_cases_for_each_autograded_cell():
         }
         covered = {case.grade_id for case in trusted.load_cases(item)}
         assert covered == autograded, f"lesson {item.number}: cases cover {sorted(covered)}, cells are {sorted(autograded)}"
+
+
+def test_the_learners_jupyterlab_culls_idle_kernels_and_loads_no_instructor_server_extension():
+    """`make lab`'s settings: a kernel idle for an hour is shut down (each open lesson holds 0.4 to
+    1 GB), and nbgrader's formgrader and course list, switched off in the page, are not loaded on
+    the server either (the formgrader warned twice at each start that a clone has no course)."""
+    from traitlets.config import Config
+
+    config = Config()
+    code = (paths.ROOT / "lab-settings" / "jupyter_lab_config.py").read_text()
+    exec(compile(code, "jupyter_lab_config.py", "exec"),
+         {"get_config": lambda: config, "__file__": str(paths.ROOT / "lab-settings" / "jupyter_lab_config.py")})
+    assert config.MappingKernelManager.cull_idle_timeout == 3600
+    assert 0 < config.MappingKernelManager.cull_interval <= 600
+    assert config.MappingKernelManager.cull_connected is True
+    off = config.ServerApp.jpserver_extensions
+    assert off["nbgrader.server_extensions.formgrader"] is False
+    assert off["nbgrader.server_extensions.course_list"] is False
+    assert "nbgrader.server_extensions.assignment_list" not in off  # learners keep fetch and submit

@@ -236,12 +236,12 @@ def test_widgets_single_choice_check_updates_feedback_and_score():
     labels = [label for label, _ in first.selector.options]
     first.selector.index = labels.index("Look only at the previous token")
     first.button.click()
-    assert "Not quite. That is a bigram." in first.feedback.value
+    assert "previous token: That is a bigram." in first.feedback.value and "Not quite" not in first.feedback.value
     assert view.score.value == "You got 0 of 2 right."
 
     first.selector.index = labels.index("Gather from other tokens")
     first.button.click()
-    assert "Right. It mixes values." in first.feedback.value
+    assert "Gather from other tokens: It mixes values." in first.feedback.value
     assert "Not quite" not in first.feedback.value
     assert view.score.value == "You got 1 of 2 right."
 
@@ -292,3 +292,15 @@ def test_widgets_and_text_show_the_same_order():
     assert f"1. {'abcd'[order.index(0)]}" in text  # the key names the right option by its shown letter
     view = q._build()
     assert [label for label, _ in view.questions[0].selector.options] == [q.questions[0].options[i].text for i in order]
+
+
+def test_feedback_says_right_or_wrong_once():
+    from attnlab.quiz import _feedback_html
+
+    question = Question("Which?", [Option("this one", correct=True, explain="Right. It is this one."),
+                                   Option("that one", explain="Not quite. That one is wrong.")])
+    state = QuizState("q", [question])
+    right = _feedback_html(state.check(0, [0]))
+    assert right.count("Right") == 1 and "this one: It is this one." in right, right
+    wrong = _feedback_html(state.check(0, [1]))
+    assert "Not quite" not in wrong and "Not right yet" in wrong and "that one: That one is wrong." in wrong, wrong

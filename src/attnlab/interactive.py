@@ -74,8 +74,11 @@ class Control:
         """A fresh ipywidget for this control."""
         import ipywidgets as widgets
 
+        # A slider sized "auto" inside the wrapping row of controls collapses to its handle (a
+        # track 0 px wide that cannot be dragged): sliders get a width of their own.
+        width = "min(100%, 480px)" if self.kind in ("int", "float") else "auto"
         common = {"description": self.label, "style": {"description_width": "initial"},
-                  "layout": widgets.Layout(width="auto"), "continuous_update": False}
+                  "layout": widgets.Layout(width=width), "continuous_update": False}
         if self.kind == "int":
             return widgets.IntSlider(value=self.value, min=int(self.low), max=int(self.high),
                                      step=int(self.step or 1), **common)
@@ -144,7 +147,10 @@ class FigureView:
     def figure(self) -> Figure | None:
         """The figure at the current values, or None (with ``error`` set) if drawing failed."""
         try:
-            fig = self.draw(**self.values)
+            # Not registered with pyplot's interactive display: the view shows it and closes it,
+            # so the inline backend never draws a copy of it elsewhere.
+            with plt.ioff():
+                fig = self.draw(**self.values)
         except Exception as exc:  # noqa: BLE001 (a bad combination of values is shown, not raised)
             self.error = f"{type(exc).__name__}: {exc}"
             return None
@@ -168,7 +174,10 @@ class FigureView:
 
     def static_bundle(self) -> dict[str, str]:
         """The figure at the current values as a display bundle: a PNG and a text line."""
-        fig = self.figure()
+        return self.bundle(self.figure())
+
+    def bundle(self, fig: Figure | None) -> dict[str, str]:
+        """``fig`` (None: the drawing failed, ``error`` says why) as a display bundle, closed."""
         bundle = {"text/plain": self.caption() if fig is not None else f"{self.title}: {self.error}"}
         if fig is not None:
             bundle["image/png"] = _png(fig)
@@ -206,17 +215,23 @@ def _show_widgets(view: FigureView) -> None:
     picture = widgets.HTML(_image_html(static))
     inputs = {name: control.widget() for name, control in view.controls.items()}
 
+    # What a redraw prints or displays goes here, under the figure, not into JupyterLab's Log
+    # Console (a widget callback has no cell to write to).
+    printed = widgets.Output()
+
     def on_change(change, name):
-        view.redraw(**{name: change["new"]})
-        picture.value = _image_html(view.static_bundle())
+        printed.clear_output()
+        with printed:
+            fig = view.redraw(**{name: change["new"]})  # drawn once, shown, closed
+            picture.value = _image_html(view.bundle(fig))
 
     for name, widget in inputs.items():
         widget.observe(lambda change, name=name: on_change(change, name), names="value")
     box = widgets.VBox([widgets.HTML(f"<b>{html.escape(view.title)}</b>"),
                         widgets.HBox(list(inputs.values()), layout=widgets.Layout(flex_flow="row wrap")),
-                        picture])
+                        picture, printed])
     box.add_class(CSS_CLASS)
-    view.widgets = {"box": box, "inputs": inputs, "picture": picture}
+    view.widgets = {"box": box, "inputs": inputs, "picture": picture, "printed": printed}
     bundle = box._repr_mimebundle_()
     bundle.update(static)  # a frontend without widgets shows the PNG and its caption
     display(bundle, raw=True)

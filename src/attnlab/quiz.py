@@ -33,6 +33,7 @@ import hashlib
 import html
 import json
 import random
+import re
 import string
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -232,11 +233,15 @@ class _QuizView:
     score: object
 
 
+_VERDICT_WORD = re.compile(r": (?:Right|Not quite)[.,!]\s+")
+
+
 def _feedback_html(feedback: Feedback) -> str:
     verdict = "✔ Right." if feedback.correct else "✘ Not right yet."
     colour = "green" if feedback.correct else "#b00"
     lines = [f'<b style="color:{colour}">{verdict}</b>']
-    lines += [html.escape(message) for message in feedback.messages]
+    # The verdict already says right or not: an explanation's own opening word is not repeated.
+    lines += [html.escape(_VERDICT_WORD.sub(": ", message, count=1)) for message in feedback.messages]
     return "<br>".join(lines)
 
 

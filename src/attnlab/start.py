@@ -45,8 +45,9 @@ class StartFailed(Exception):
     """An earlier lesson's module is written but fails its check: shown in a few lines."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"\x1b[0;31mStartFailed\x1b[0m: {line}" if index == 0 else f"  {line}"
-                for index, line in enumerate(str(self).splitlines())]
+        from attnlab.checks.common import short_traceback
+
+        return short_traceback("StartFailed", str(self))
 
 
 @dataclass

@@ -279,9 +279,26 @@ _CHECKS_DIR = Path(__file__).resolve().parent
 _STDLIB = Path(sysconfig.get_paths()["stdlib"]).resolve()
 
 
+WRAP_COLUMNS = 100  # JupyterLab wraps longer lines anywhere, even mid-word ("a ttnlab.use_reference")
+
+
+def wrapped(text: str, width: int = WRAP_COLUMNS, indent: str = "  ") -> list[str]:
+    """``text`` as lines of at most ``width`` characters, broken between words only (names,
+    paths and code stay whole); continuation lines are indented."""
+    import textwrap
+
+    lines = []
+    for paragraph in text.splitlines() or [""]:
+        lines += textwrap.wrap(paragraph, width=width, subsequent_indent=indent, break_long_words=False,
+                               break_on_hyphens=False) or [""]
+    return lines
+
+
 def short_traceback(name: str, message: str, where: str = "") -> list[str]:
-    """The lines a learner sees for a failed check: the message first, then where in their code."""
-    lines = [f"{_RED}{name}{_RESET}: {message}"]
+    """The lines a learner sees for a failed check: the message first, wrapped between words, then
+    where in their code."""
+    first, *rest = wrapped(f"{name}: {message}")
+    lines = [f"{_RED}{name}{_RESET}{first[len(name):]}", *rest]
     if where:
         lines.append(f"  raised in your code: {where}")
     return lines

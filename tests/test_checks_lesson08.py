@@ -18,6 +18,7 @@ CHECKS = {
     "attention_memory_bytes": checks.check_attention_memory_bytes,
     "patchify": checks.check_patchify,
     "audio_tokens": checks.check_audio_tokens,
+    "attention_overtakes_ffn": checks.check_attention_overtakes_ffn,
 }
 
 
@@ -40,6 +41,7 @@ def test_all_checks_pass_on_the_reference(reference, capsys):
         "✓ attention_memory_bytes: 5 checks passed",
         "✓ patchify: 9 checks passed",
         "✓ audio_tokens: 7 checks passed",
+        "✓ attention_overtakes_ffn: 8 checks passed",
     ]
 
 
@@ -301,3 +303,86 @@ def test_check_references_agree_with_pytorch_on_a_million_tokens():
     parts = reference_layer_flops(32768, 2048, 11008, 16, 2, "swiglu")
     assert parts["feedforward"] == 3 * 2 * 32768 * 2048 * 11008
     assert torch.empty(0, device="meta").device.type == "meta"
+
+
+# ---------------------------------------------------------------------------- attention_overtakes_ffn (not graded)
+
+
+def _matrices(ffn):
+    return 2 if ffn == "gelu" else 3
+
+
+def by_search(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    """A right answer written another way: a loop over n with the counts of the lesson's table."""
+    n = 1
+    while 4 * d_model * (n * (n + 1) // 2 if causal else n * n) < _matrices(ffn) * 2 * n * d_model * d_ff:
+        n += 1
+    return n
+
+
+def as_numpy_int(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    return np.int64(by_search(d_model, d_ff, n_heads, ffn, causal))
+
+
+def n_is_d_model(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    return d_model
+
+
+def head_size_only(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    return -(-_matrices(ffn) * d_ff * n_heads // 2)
+
+
+def one_product_only(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    return _matrices(ffn) * d_ff if not causal else 2 * _matrices(ffn) * d_ff - 1
+
+
+def with_projections(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    n = 1
+    while 4 * d_model * n * n < _matrices(ffn) * 2 * n * d_model * d_ff + 8 * n * d_model**2:
+        n += 1
+    return n
+
+
+def always_gelu(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    return by_search(d_model, d_ff, n_heads, "gelu", causal)
+
+
+def ignores_causal_mask(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    return by_search(d_model, d_ff, n_heads, ffn, False)
+
+
+def rounds_down(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    return by_search(d_model, d_ff, n_heads, ffn, causal) - (0 if causal else _matrices(ffn) * d_ff % 2)
+
+
+def a_float(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+    return float(by_search(d_model, d_ff, n_heads, ffn, causal))
+
+
+@pytest.mark.parametrize("right", [by_search, as_numpy_int], ids=["a search", "a numpy int"])
+def test_any_correct_prediction_passes(right, capsys):
+    checks.check_attention_overtakes_ffn(right)
+    assert capsys.readouterr().out.startswith("✓ attention_overtakes_ffn: 8 checks passed")
+
+
+@pytest.mark.parametrize("wrong, patterns", [
+    (n_is_d_model, ["is 96, expected 320", "d_ff wide", "two products"]),
+    (head_size_only, ["is 960, expected 320", "count every head", "heads cancels"]),
+    (one_product_only, ["is 640, expected 320", "both of attention's products"]),
+    (with_projections, ["is 512, expected 320", "feed-forward block alone"]),
+    (always_gelu, ["SwiGLU block has three matrices"]),
+    (ignores_causal_mask, ["causal=True", "about twice the length"]),
+    (rounds_down, ["is 7, expected 8", "smallest n is wanted", "round up"]),
+    (a_float, ["must be an int, got float"]),
+])
+def test_attention_overtakes_ffn_mistakes(wrong, patterns):
+    fails(checks.check_attention_overtakes_ffn, wrong, *patterns)
+
+
+def test_the_overtake_reference_is_a_count_not_a_formula():
+    from attnlab.checks.lesson08 import reference_attention_overtakes_ffn
+
+    for args in [(96, 320, 3, "gelu", False), (64, 5, 4, "swiglu", False), (128, 512, 2, "gelu", True),
+                 (32, 33, 1, "swiglu", True)]:
+        assert reference_attention_overtakes_ffn(*args) == by_search(*args)
+

@@ -228,12 +228,60 @@ def test_audio_tokens_rejects_bad_input_clearly(ref, kwargs, message):
         ref.audio_tokens(**kwargs)
 
 
+# ---------------------------------------------------------------------------- attention_overtakes_ffn
+
+
+def counted_flops(fn) -> int:
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("d_model, d_ff, heads", [(128, 512, 2), (96, 320, 3), (64, 5, 4), (32, 33, 1), (24, 7, 6)])
+@pytest.mark.parametrize("ffn", ["gelu", "swiglu"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_overtakes_ffn_is_the_first_length_where_the_counts_cross(ref, d_model, d_ff, heads, ffn, causal):
+    """Independent: FLOPs counted by FlopCounterMode on real products (meta tensors), n by n."""
+    found = ref.attention_overtakes_ffn(d_model, d_ff, heads, ffn=ffn, causal=causal)
+    assert isinstance(found, int)
+
+    def attention(n):
+        q = torch.empty(heads, n, d_model // heads, device="meta")
+        full = counted_flops(lambda: (q @ q.transpose(-2, -1)) @ q)
+        return full * (n + 1) // (2 * n) if causal else full
+
+    def block(n):
+        x, up, down = (torch.empty(*shape, device="meta") for shape in ((n, d_model), (d_model, d_ff), (d_ff, d_model)))
+        return counted_flops(lambda: (x @ up, (x @ up) @ down) if ffn == "swiglu" else (x @ up) @ down)  # gate, up, down
+
+    assert attention(found) >= block(found) and (found == 1 or attention(found - 1) < block(found - 1))
+
+
+def test_attention_overtakes_ffn_for_the_lessons_layer_and_qwen(ref):
+    assert ref.attention_overtakes_ffn(128, 512, 2) == 512  # n = d_ff, whatever the heads
+    assert ref.attention_overtakes_ffn(128, 512, 1) == ref.attention_overtakes_ffn(128, 512, 8) == 512
+    assert ref.attention_overtakes_ffn(2048, 11008, 16, ffn="swiglu") == 16512
+    assert ref.attention_overtakes_ffn(2048, 11008, 16, ffn="swiglu", causal=True) == 3 * 11008 - 1
+
+
+@pytest.mark.parametrize("args, kwargs, message", [
+    ((128, 512, 3), {}, "not divisible by n_heads=3"),
+    ((128, 512, 2), {"ffn": "relu"}, "ffn must be one of"),
+    ((128, 0, 2), {}, "d_ff must be an integer >= 1"),
+    ((128.0, 512, 2), {}, "d_model must be an integer"),
+])
+def test_attention_overtakes_ffn_rejects_bad_sizes_clearly(ref, args, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ref.attention_overtakes_ffn(*args, **kwargs)
+
+
 # ---------------------------------------------------------------------------- the stub
 
 
 @pytest.mark.parametrize("name, args", [
     ("attention_flops", (4, 4, 8)), ("layer_flops", (4, 16, 32, 4)), ("attention_memory_bytes", (4, 2, 2)),
     ("patchify", (torch.zeros(1, 1, 4, 4), 2)), ("audio_tokens", (1.0,)),
+    ("attention_overtakes_ffn", (128, 512, 2)),
 ])
 def test_stub_raises_naming_the_lesson_and_keeps_the_input_checks(stub, name, args):
     with pytest.raises(NotImplementedError, match=f"Lesson 08: {name}\\(\\)"):

@@ -117,7 +117,29 @@ def test_static_figures_are_labelled():
     assert [t.get_text() for t in grid.axes[0].texts] == [str(i) for i in range(6)]
     labelled(plots.same_output_figure(["a", "b"], {"x": [0.5, 0.5], "y": [1.0, 0.0]},
                                       {"x": [1.0], "y": [1.0]}, ["f"]))
-    labelled(plots.planted_key_figure([8, 16], [0.5, 0.3], [0.5, 0.3], margin=3.0))
+    labelled(plots.planted_key_figure([8, 16], [[0.5, 0.3], [0.6, 0.3]], [0.5, 0.3], margin=3.0))
     labelled(plots.vit_data_figure({"small": {"B": 70.0, "L": 71.0}}, source="a table"))
     with pytest.raises(ValueError, match="1 or 3 channels"):
         plots.patch_grid(torch.rand(2, 8, 8), 4)
+
+
+def test_the_training_cost_figure_shows_six_n_and_the_slopes():
+    fig = plots.training_cost_figure([32, 128], [6.2, 6.8], [6.2, 6.8], [256, 512],
+                                     {"explicit": [2e6, 6e6], "fused": [1e6, 2e6]}, title="T")
+    labelled(fig)
+    left, right = fig.axes
+    assert [t.get_text() for t in left.get_legend().get_texts()] == [
+        "counted (FlopCounterMode)", "6 + attention's term", "6N per token"]
+    assert [t.get_text() for t in right.get_legend().get_texts()][1] == "fused (slope 1.00)"
+    assert len(right.get_yticks()) >= 3  # a log axis keeps several labelled ticks
+    without = plots.training_cost_figure([32], [6.2], None, [256, 512], {"fused": [1e6, 2e6]}, title="T")
+    assert "6 + attention's term" not in [t.get_text() for t in without.axes[0].get_legend().get_texts()]
+
+
+def test_the_crossover_measurement_marks_the_prediction_and_equal_time():
+    fig = plots.crossover_measurement([128, 256, 512], {"naive": [[0.4, 0.7, 1.3], [0.5, 0.8, 1.2]],
+                                                         "fused": [[0.3, 0.5, 0.9]]}, 256, title="T")
+    labelled(fig)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["naive (2 seeds)", "fused (1 seed)", "equal time", "predicted from FLOPs: n = 256"]
+    assert 1.0 in fig.axes[0].get_yticks() and len(fig.axes[0].get_yticks()) >= 3

@@ -9,6 +9,9 @@ checks it. Counts are exact integers, for one sequence (batch 1).
   attention's two matrix products, the scores ``q k^T`` and the weighted sum of the values.
 - ``layer_flops(n, d_model, d_ff, n_heads, n_kv_heads=None, ffn="gelu")``: the FLOPs of one
   transformer layer over ``n`` tokens, split into projections, attention and feed-forward block.
+- ``attention_overtakes_ffn(d_model, d_ff, n_heads, ffn="gelu", causal=False)``: the length at
+  which attention's products cost as many FLOPs as the feed-forward block (the lesson's
+  prediction exercise, not graded).
 - ``attention_memory_bytes(n, n_heads, dtype_bytes, materialized=True)``: the memory one layer's
   attention needs beyond its inputs and outputs.
 - ``patchify(images, patch_size)``: images as a sequence of flattened patches, a vision
@@ -67,7 +70,8 @@ MODELS: dict[str, ModelShape] = {
     model.name: model for model in (
         ModelShape("2017 base", 512, 2048, 8, 8, 12, "gelu", False, None,
                    "Vaswani et al. (2017), Table 3, base model: 6 encoder and 6 decoder layers, a "
-                   "two-matrix ReLU block (counted like GELU's)"),
+                   "two-matrix ReLU block (counted like GELU's); a layer here is an encoder layer "
+                   "(the decoder's layers add cross-attention, counted in the lesson)"),
         ModelShape("Qwen2.5-3B", 2048, 11008, 16, 2, 36, "swiglu", True, 32768,
                    "Qwen2.5-3B's config.json: hidden_size 2048, intermediate_size 11008, "
                    "num_hidden_layers 36, num_attention_heads 16, num_key_value_heads 2, "
@@ -165,6 +169,32 @@ def crossover_length(shape: ModelShape, causal: bool = False) -> int:
         else:
             low = n + 1
     return low
+
+
+def attention_overtakes_ffn(d_model: int, d_ff: int, n_heads: int, ffn: str = "gelu",
+                            causal: bool = False) -> int:
+    """The smallest sequence length n at which attention's two products cost at least as many
+    FLOPs as the feed-forward block, in one layer over n tokens (one sequence).
+
+    d_model, d_ff, n_heads, ffn: as in ``layer_flops`` (heads of size ``d_model // n_heads``);
+    causal: count only the pairs the causal mask allows (as ``attention_flops`` does).
+    Attention's side is your ``attention_flops(n, n, ...)`` over all heads, the other side the
+    "feedforward" part of ``layer_flops``; the projections are left out. Work out from the
+    lesson's table how each side grows with n before you write code: an answer from algebra, from
+    a search over n or from a bisection like ``crossover_length`` is right as long as it is the
+    smallest such n. Returns an int.
+    """
+    d_model, d_ff, n_heads = (_check_count(name, value) for name, value in
+                              (("d_model", d_model), ("d_ff", d_ff), ("n_heads", n_heads)))
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+    if ffn not in FFN_KINDS:
+        raise ValueError(f"ffn must be one of {FFN_KINDS}, got {ffn!r}")
+    # YOUR CODE HERE
+    raise NotImplementedError(
+        "Lesson 08: attention_overtakes_ffn() in attnlab/cost.py is not written yet. "
+        "Fill in its body, or borrow the course's reference with attnlab.use_reference('cost')"
+    )
 
 
 def attention_memory_bytes(n: int, n_heads: int, dtype_bytes: int, materialized: bool = True) -> int:

@@ -1,4 +1,5 @@
 """Visible checks of lesson 08: ``check_attention_flops``, ``check_layer_flops``,
+``check_attention_overtakes_ffn`` (the prediction exercise, not graded),
 ``check_attention_memory_bytes``, ``check_patchify``, ``check_audio_tokens``.
 
 The references are measurements, not formulas copied from the lesson: FLOPs counted by PyTorch's
@@ -42,6 +43,7 @@ from attnlab.shortcuts import police
 __all__ = [
     "check_attention_flops",
     "check_attention_memory_bytes",
+    "check_attention_overtakes_ffn",
     "check_audio_tokens",
     "check_layer_flops",
     "check_patchify",
@@ -306,6 +308,117 @@ def check_layer_flops(fn: Callable) -> None:
         ("causal, grouped-query", lambda: compare(21, 48, 72, 6, n_kv_heads=3, ffn="swiglu", causal=True)),
         ("Qwen2.5-3B's sizes at 32768 tokens",
          lambda: compare(32768, 2048, 11008, 16, n_kv_heads=2, ffn="swiglu")),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# attention_overtakes_ffn (not graded: the learner's prediction)
+# --------------------------------------------------------------------------------------------
+
+
+def _feedforward_flops(n: int, d_model: int, d_ff: int, ffn: str) -> int:
+    """The feed-forward block's FLOPs over n tokens, counted by FlopCounterMode on meta tensors
+    (shapes only): up and down, and the gate of a SwiGLU block."""
+    x = torch.empty(n, d_model, device="meta")
+    up, gate = torch.empty(d_model, d_ff, device="meta"), torch.empty(d_model, d_ff, device="meta")
+    down = torch.empty(d_ff, d_model, device="meta")
+    if ffn == "swiglu":
+        return counted_flops(lambda: (F.silu(x @ gate) * (x @ up)) @ down)
+    return counted_flops(lambda: F.gelu(x @ up) @ down)
+
+
+def _smallest_length(reaches: Callable[[int], bool], high: int) -> int:
+    """The smallest n in [1, high] with ``reaches(n)``, for a condition that stays true once true."""
+    low = 1
+    while low < high:
+        middle = (low + high) // 2
+        if reaches(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def _attention_flops_on_meta(n: int, head: int, n_heads: int, causal: bool) -> int:
+    """Attention's FLOPs over n tokens, counted by FlopCounterMode on meta tensors; causal: the
+    same count per pair, times the pairs a bottom-right mask allows (summed query by query)."""
+    q, k, v = (torch.empty(n_heads, n, head, device="meta") for _ in range(3))
+    flops = counted_flops(lambda: (q @ k.transpose(-2, -1)) @ v)
+    return flops // (n * n) * _pairs_seen(n, n, 1) if causal else flops
+
+
+def reference_attention_overtakes_ffn(d_model: int, d_ff: int, n_heads: int, ffn: str = "gelu",
+                                      causal: bool = False) -> int:
+    """The smallest n at which attention's products reach the feed-forward block's FLOPs, both
+    counted by FlopCounterMode, found by bisection."""
+    head = d_model // n_heads
+    return _smallest_length(
+        lambda n: _attention_flops_on_meta(n, head, n_heads, causal) >= _feedforward_flops(n, d_model, d_ff, ffn),
+        high=4 * 3 * d_ff + 4)
+
+
+def _overtake_hints(d_model, d_ff, n_heads, ffn, causal, expected) -> dict[str, int]:
+    """Known wrong predictions, by hint: each is the smallest n under a mistaken count."""
+    matrices = 2 if ffn == "gelu" else 3
+    head = d_model // n_heads
+
+    def pairs(n):
+        return n * (n + 1) // 2 if causal else n * n
+
+    def first(attention, rest):
+        return _smallest_length(lambda n: attention(n) >= rest(n), high=64 * 3 * d_ff * max(1, n_heads))
+
+    block = lambda n: matrices * 2 * n * d_model * d_ff  # noqa: E731
+    other = 3 if matrices == 2 else 2
+    projections = lambda n: 2 * n * d_model * 4 * d_model  # noqa: E731  (q, k, v and output)
+    named = "three matrices (gate, up and down)" if ffn == "swiglu" else "two matrices (up and down)"
+    hints = {
+        "you compared attention with the projections and the feed-forward block together; compare "
+        "it with the feed-forward block alone": first(lambda n: 4 * d_model * pairs(n),
+                                                      lambda n: block(n) + projections(n)),
+        f"a {'SwiGLU' if ffn == 'swiglu' else 'GELU'} block has {named}, not {other}, each "
+        "2 * n * d_model * d_ff FLOPs":
+            first(lambda n: 4 * d_model * pairs(n), lambda n: other * 2 * n * d_model * d_ff),
+        "count both of attention's products (q k^T and weights @ v), 2 FLOPs per multiply-add each":
+            first(lambda n: 2 * d_model * pairs(n), block),
+        "count every head: attention_flops over n_heads heads of size d_model // n_heads costs "
+        "4 * d_model per pair, so the number of heads cancels": first(lambda n: 4 * head * pairs(n), block),
+        f"at n = d_model ({d_model}) n * n * d_model equals n * d_model * d_model, but the block is "
+        "d_ff wide and attention has two products: count both sides with the lesson's table": d_model,
+        f"the smallest n is wanted: at n = {expected - 1} attention is still cheaper than the block "
+        "(round up, and mind the last step of a search)": expected - 1,
+        f"the smallest n is wanted: at n = {expected} attention already reaches the block": expected + 1,
+    }
+    if causal:
+        hints["causal=True counts only the pairs the mask allows, n (n + 1) / 2: about half, so "
+              "attention needs about twice the length"] = first(lambda n: 4 * d_model * n * n, block)
+    return hints
+
+
+def check_attention_overtakes_ffn(fn: Callable) -> None:
+    """Check ``attention_overtakes_ffn(d_model, d_ff, n_heads, ffn="gelu", causal=False)``, the
+    learner's prediction, against a search over FLOPs counted by FlopCounterMode. Any way of
+    computing it passes (algebra, a loop, a bisection) as long as the length is the smallest one;
+    a wrong length hears which count it got wrong. The exercise is not graded."""
+
+    def case(d_model, d_ff, n_heads, ffn="gelu", causal=False):
+        def run():
+            got = fn(d_model, d_ff, n_heads, ffn=ffn, causal=causal)
+            expected = reference_attention_overtakes_ffn(d_model, d_ff, n_heads, ffn, causal)
+            _exact(got, expected, f"attention_overtakes_ffn({d_model}, {d_ff}, n_heads={n_heads}, "
+                                  f"ffn={ffn!r}, causal={causal})",
+                   lambda: _overtake_hints(d_model, d_ff, n_heads, ffn, causal, expected))
+        return run
+
+    run_checks("attention_overtakes_ffn", [
+        ("width 96, 3 heads, GELU block 320 wide", case(96, 320, 3)),
+        ("the lesson's layer: width 128, 2 heads, GELU block 512 wide", case(128, 512, 2)),
+        ("the same layer with one head of 128", case(128, 512, 1)),
+        ("the 2017 base model's sizes, 8 heads", case(512, 2048, 8)),
+        ("a SwiGLU block: Qwen2.5-3B's sizes", case(2048, 11008, 16, "swiglu")),
+        ("a length that is not a whole quotient: round up", case(64, 5, 4, "swiglu")),
+        ("causal, the lesson's layer", case(128, 512, 2, causal=True)),
+        ("causal SwiGLU, Qwen2.5-3B's sizes", case(2048, 11008, 16, "swiglu", causal=True)),
     ])
 
 

@@ -3,6 +3,10 @@
 - ``score_grids``: every query meets every key, drawn for a few lengths;
 - ``loglog_slope`` and ``scaling_figure``: measurements against n on log-log axes, each with the
   slope of its fitted straight line;
+- ``training_cost_figure``: training FLOPs per token against 6N, and the activations a layer keeps
+  for the backward pass;
+- ``crossover_measurement``: measured time of attention over that of the feed-forward block,
+  against n, with the predicted crossover;
 - ``patch_grid``: an image cut into numbered patches, in ``patchify``'s order;
 - ``same_output_figure``: two attention patterns that give the same output;
 - ``planted_key_figure``: the weight of one relevant key as the input grows;
@@ -24,14 +28,20 @@ from attnlab.plots.common import _numpy
 
 __all__ = [
     "context_cost",
+    "crossover_measurement",
     "loglog_slope",
     "patch_grid",
     "planted_key_figure",
     "same_output_figure",
     "scaling_figure",
     "score_grids",
+    "training_cost_figure",
     "vit_data_figure",
 ]
+
+# The notebook's width in JupyterLab is about 9.6 inches at the inline backend's 100 dpi: wider
+# figures are shrunk, and their text with them.
+_FULL_WIDTH = 9.4
 
 def score_grids(lengths: Sequence[int] = (4, 8, 16)) -> Figure:
     """One n x n grid of scores per length: a row per query, a column per key, every cell filled."""
@@ -68,8 +78,8 @@ def scaling_figure(ns: Sequence[int], panels: Mapping[str, Mapping[str, Sequence
     dotted guide lines of the slopes in ``guides`` (n and n², through the first point of the first
     series) help read them. ylabels: panel title -> y-axis label (with units). Returns the figure.
     """
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.2), layout="constrained",
-                             squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(min(5.6 * len(panels), _FULL_WIDTH), 4.4),
+                             layout="constrained", squeeze=False)
     x = _numpy(ns)
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors: dict[str, str] = {}  # label -> colour, so a series keeps its colour across panels
@@ -93,8 +103,87 @@ def scaling_figure(ns: Sequence[int], panels: Mapping[str, Mapping[str, Sequence
         ax.set_xlabel("sequence length n (tokens, log scale)")
         ax.set_ylabel(ylabels[panel])
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7.5)
     fig.suptitle(title)
+    return fig
+
+
+def _powers_of_two_ticks(ax, low: float, high: float) -> None:
+    """y ticks at the powers of two from below ``low`` to above ``high``, labelled plainly, so a
+    log axis over a decade or two keeps several labelled ticks."""
+    powers = np.arange(np.floor(np.log2(low)), np.ceil(np.log2(high)) + 1)
+    ax.set_yticks(2.0 ** powers, labels=[f"{2.0 ** k:g}" for k in powers])
+    ax.set_ylim(2.0 ** powers[0], 2.0 ** powers[-1])
+
+
+def training_cost_figure(ns: Sequence[int], per_token_over_n: Sequence[float],
+                         predicted_over_n: Sequence[float] | None, activation_ns: Sequence[int],
+                         saved_bytes: Mapping[str, Sequence[float]], *, title: str) -> Figure:
+    """Left: training FLOPs per token divided by N (counted), the prediction 6 + attention's term
+    (left out when None), and the line at 6, against the length n. Right: bytes one layer keeps
+    for the backward pass, per kind of attention, against n (log-log, with each series' slope)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(_FULL_WIDTH, 4.0), layout="constrained")
+    x = _numpy(ns)
+    left.plot(x, _numpy(per_token_over_n), "o", ms=6, label="counted (FlopCounterMode)")
+    if predicted_over_n is not None:
+        left.plot(x, _numpy(predicted_over_n), "-", color="0.35", label="6 + attention's term")
+    left.axhline(6, color="tab:green", linestyle=":", label="6N per token")
+    left.set_xscale("log", base=2)
+    left.set_xticks(list(ns), labels=[str(int(n)) for n in ns])
+    left.minorticks_off()
+    left.set_ylim(0, None)
+    left.set_title("Training FLOPs per token, divided by N")
+    left.set_xlabel("sequence length n (tokens, log scale)")
+    left.set_ylabel("FLOPs per token / N")
+    left.legend(fontsize=8, loc="lower right")
+    left.grid(True, alpha=0.3)
+    a = _numpy(activation_ns)
+    for label, values in saved_bytes.items():
+        y = _numpy(values) / 2**20
+        right.plot(a, y, "o-", ms=4, label=f"{label} (slope {loglog_slope(a, y):.2f})")
+    right.set_xscale("log", base=2)
+    right.set_yscale("log")
+    right.set_xticks(list(activation_ns), labels=[str(int(n)) for n in activation_ns])
+    everything = np.concatenate([_numpy(values) for values in saved_bytes.values()]) / 2**20
+    _powers_of_two_ticks(right, everything.min(), everything.max())
+    right.minorticks_off()
+    right.set_title("Activations one layer keeps for backward")
+    right.set_xlabel("sequence length n (tokens, log scale)")
+    right.set_ylabel("MiB kept (log scale)")
+    right.legend(fontsize=8, loc="upper left")
+    right.grid(True, which="major", alpha=0.3)
+    fig.suptitle(title)
+    return fig
+
+
+def crossover_measurement(lengths: Sequence[int], ratios: Mapping[str, Sequence[Sequence[float]]],
+                          predicted: int, *, title: str) -> Figure:
+    """Measured time of attention divided by that of the feed-forward block against n (log-log):
+    ``ratios`` maps an attention to one list of ratios at ``lengths`` per seed. Above 1, attention
+    takes longer. The predicted crossover (from FLOPs) is the vertical line."""
+    fig, ax = plt.subplots(figsize=(6.8, 4.2), layout="constrained")
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    x = _numpy(lengths)
+    for colour, (label, runs) in zip(palette, ratios.items()):
+        for index, run in enumerate(runs):
+            ax.plot(x, _numpy(run), "o-", ms=4, color=colour, alpha=0.75, linewidth=1,
+                    label=f"{label} ({len(runs)} seed{'s' if len(runs) != 1 else ''})" if index == 0 else None)
+    ax.axhline(1.0, color="0.3", linewidth=1, label="equal time")
+    ax.axvline(predicted, color="tab:red", linestyle="--", linewidth=1.2,
+               label=f"predicted from FLOPs: n = {predicted:,}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(list(lengths), labels=[str(int(n)) for n in lengths])
+    values = np.concatenate([_numpy(run) for runs in ratios.values() for run in runs])
+    low, high = np.floor(np.log2(values.min())), np.ceil(np.log2(values.max()))
+    powers = np.arange(min(low, -1), max(high, 1) + 1)
+    ax.set_yticks(2.0 ** powers, labels=[f"{2.0 ** k:g}" for k in powers])
+    ax.minorticks_off()
+    ax.set_title(title)
+    ax.set_xlabel("sequence length n (tokens, log scale)")
+    ax.set_ylabel("attention's time / feed-forward's time (log scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
     return fig
 
 
@@ -128,7 +217,7 @@ def same_output_figure(tokens: Sequence[str], patterns: Mapping[str, Any], outpu
                        features: Sequence[str]) -> Figure:
     """Left: the attention weights of each pattern (grouped bars over the tokens); right: the output
     each gives (one group of bars per output feature)."""
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained",
+    fig, (left, right) = plt.subplots(1, 2, figsize=(_FULL_WIDTH, 3.8), layout="constrained",
                                       gridspec_kw={"width_ratios": [3, 2]})
     width = 0.8 / len(patterns)
     for i, (label, weights) in enumerate(patterns.items()):
@@ -150,11 +239,14 @@ def same_output_figure(tokens: Sequence[str], patterns: Mapping[str, Any], outpu
     return fig
 
 
-def planted_key_figure(ns: Sequence[int], measured: Sequence[float], predicted: Sequence[float],
+def planted_key_figure(ns: Sequence[int], measured: Sequence[Sequence[float]], predicted: Sequence[float],
                        *, margin: float) -> Figure:
-    """The weight one relevant key gets among n - 1 random ones, measured and predicted, against n."""
+    """The weight one relevant key gets among n - 1 random ones against n: ``measured``, one list per
+    seed (one draw per n each), and ``predicted``."""
     fig, ax = plt.subplots(figsize=(6.2, 4), layout="constrained")
-    ax.plot(ns, measured, "o-", ms=4, label="measured (one seeded draw per n)")
+    for index, run in enumerate(measured):
+        ax.plot(ns, run, "o-", ms=3.5, linewidth=1, alpha=0.7, color="tab:blue",
+                label=f"measured ({len(measured)} seeds, one draw per n each)" if index == 0 else None)
     ax.plot(ns, predicted, "--", color="0.4", label=f"e^{margin:g} / (e^{margin:g} + (n − 1)·e^0.5)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -234,7 +326,7 @@ def context_cost(model: str, log2_n: int, *, cost, models: Mapping[str, Any],
                            ffn=shape.ffn, causal=shape.causal)
     share = now["attention"] / now["total"]
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.4), layout="constrained")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.4, 5.0), layout="constrained")
     left.plot(ns, attention, color="tab:red", label="attention: q kᵀ and weights · v")
     left.plot(ns, rest, color="tab:blue", label="projections + feed-forward block")
     left.plot(ns, attention + rest, "--", color="0.3", label="the whole layer")
@@ -244,7 +336,7 @@ def context_cost(model: str, log2_n: int, *, cost, models: Mapping[str, Any],
                                        ffn=shape.ffn, causal=shape.causal)["attention"]
         left.plot(crossing, at_crossing, "ko", ms=5)
         left.annotate(f"equal at n = {crossing:,}", (crossing, at_crossing),
-                      textcoords="offset points", xytext=(-10, 12), ha="right", fontsize=8)
+                      textcoords="offset points", xytext=(-10, 12), ha="right", fontsize=8.5)
     left.set_title(f"{model}: FLOPs of one layer (attention {share:.0%} at n = {n_now:,})")
     left.set_ylabel("FLOPs per layer, one sequence (log scale)")
 
@@ -271,7 +363,7 @@ def context_cost(model: str, log2_n: int, *, cost, models: Mapping[str, Any],
                    label="measured here: naive attention, 1 head, float32")
         right.plot(ns, [cost.attention_memory_bytes(int(n), 1, 4) for n in ns], ":", color="0.4",
                    label="formula: 1 head's scores, float32")
-    right.set_title(f"{model}: memory at n = {n_now:,}: {note}", fontsize=9)
+    right.set_title(f"{model}: memory at n = {n_now:,}:\n{note}", fontsize=9)
     right.set_ylabel("bytes (log scale)")
 
     for ax in (left, right):
@@ -287,7 +379,7 @@ def context_cost(model: str, log2_n: int, *, cost, models: Mapping[str, Any],
         ax.minorticks_off()
         ax.set_xlabel("context length n (tokens, log scale)")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7.5, loc="upper left")
     causal_note = " (causal: allowed pairs only)" if shape.causal else ""
     fig.suptitle(f"What {n_now:,} tokens cost {model}{causal_note}")
     return fig

@@ -1,5 +1,6 @@
 """The visible checks of lesson 06 pass on the reference and fail, with the right diagnostic, on the
-typical wrong versions of FeedForward, LayerNorm, RMSNorm and Residual."""
+typical wrong versions of FeedForward, LayerNorm, RMSNorm and Residual, and of the ungraded
+exercise's swiglu_width."""
 
 from __future__ import annotations
 
@@ -284,3 +285,29 @@ def test_a_hint_that_the_input_cannot_tell_apart_is_dropped():
     assert _distinct_hint(wrong, right, {"a": wrong, "b": right.clone()}) == "a"
     assert _distinct_hint(wrong, right, {"a": wrong, "b": wrong.clone()}) == ""  # two mistakes look alike
     assert _distinct_hint(right + 1e-3, right, {"coincides with the right answer": right.clone()}) == ""
+
+
+def test_the_swiglu_check_accepts_every_nearest_width_and_names_mistakes(capsys):
+    def exact(d, f, bias=False):
+        return f * (2 * d + bias) / (3 * d + 2 * bias)
+
+    checks.check_swiglu_width(lambda d, f, bias=False: round(exact(d, f, bias)))
+    checks.check_swiglu_width(lambda d, f, bias=False: math.ceil(exact(d, f, bias)) if exact(d, f, bias) % 1 == 0.5
+                              else round(exact(d, f, bias)))   # the other of two that tie
+    assert capsys.readouterr().out.count("✓ swiglu_width: 5 checks passed") == 2
+    mistakes = {
+        "the GELU block's own width": lambda d, f, bias=False: f,
+        "follows d_model": lambda d, f, bias=False: round(8 * d / 3),
+        "left out the biases": lambda d, f, bias=False: round(2 * f / 3),
+        "whole number of neurons": lambda d, f, bias=False: exact(d, f, bias),
+        "not the one below or above": lambda d, f, bias=False: int(exact(d, f, bias)) if f == 100 else round(exact(d, f, bias)),
+    }
+    for message, wrong in mistakes.items():
+        with pytest.raises(AssertionError, match=message):
+            checks.check_swiglu_width(wrong)
+
+    def unanswered(d, f, bias=False):
+        raise NotImplementedError()
+
+    checks.check_swiglu_width(unanswered)          # not graded: an unanswered exercise lets Run All go on
+    assert "not answered yet" in capsys.readouterr().out

@@ -94,3 +94,35 @@ def test_neuron_viewer_redraws_with_the_controls():
     other = view.redraw(neuron="L2 N3")
     assert [t.get_text() for t in other.axes[1].get_yticklabels()] == ["paid"]
     assert view.redraws == 2 and view.error == ""
+
+
+def test_gradient_figure_draws_each_seed_and_the_trend_against_depth():
+    per_layer = {"post-norm": [[1.0, 1.2, 1.4], [1.1, 1.0, 0.9]], "pre-norm": [[0.5, 0.4, 0.3], [0.6, 0.5, 0.4]]}
+    last = {"post-norm": [[0.5, 0.6, 0.7], [0.4, 0.6, 0.8]], "pre-norm": [[0.3, 0.25, 0.2], [0.3, 0.2, 0.15]]}
+    fig = plots.gradient_figure([1, 2, 3], per_layer, [3, 6, 12], last)
+    _labelled(fig)
+    left, right = fig.axes
+    # panel (a): one thin line per seed and a mean line per placement
+    assert len(left.lines) == 2 * (2 + 1)
+    assert list(left.lines[2].get_ydata()) == pytest.approx([1.05, 1.1, 1.15])
+    # panel (b): the mean against depth on a log axis labelled at the depths
+    assert right.get_xscale() == "log"
+    assert [t.get_text() for t in right.get_xticklabels()] == ["3", "6", "12"]
+    assert list(right.lines[1].get_ydata()) == pytest.approx([0.3, 0.225, 0.175])
+    assert fig.get_size_inches()[0] * fig.dpi <= 968
+
+
+def test_superposition_figure_counts_the_stored_features():
+    import numpy as np
+
+    angles = np.deg2rad([0, 72, 144, 216, 288])
+    pentagon = np.stack([np.cos(angles), np.sin(angles)])
+    pair = np.array([[1.0, 0.0, 0.02, 0.01, 0.0], [0.0, 1.0, 0.01, 0.0, 0.03]])
+    fig = plots.superposition_figure({"sparse": pentagon, "dense": pair})
+    _labelled(fig)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "5 of 5 features stored" in titles[0] and "2 of 5 features stored" in titles[1]
+    # every feature drawn as an arrow, the dropped ones faint
+    arrows = [p for p in fig.axes[1].patches if type(p).__name__ == "FancyArrowPatch"]
+    assert len(arrows) == 5 and sorted(a.get_alpha() for a in arrows) == [0.35, 0.35, 0.35, 1.0, 1.0]
+    assert [t.get_text() for t in fig.axes[1].texts] == ["feature 0", "feature 1"]

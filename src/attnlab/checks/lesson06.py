@@ -6,12 +6,17 @@ a trusted reference on the same weights: a float64 feed-forward block written ou
 residual connection. Typical mistakes are recognised and named ("you normalized after adding the
 residual"). The norms are policed (``attnlab.shortcuts``): calling ``F.layer_norm`` or
 ``F.rms_norm`` fails the check, as it fails the trusted cases.
+
+``check_swiglu_width`` checks the lesson's ungraded exercise, a width the learner derives: it
+counts both blocks with PyTorch's own ``nn.Linear`` and accepts every whole number as close to
+equal as any other.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import numbers
 from typing import Callable, Mapping
 
 import torch
@@ -30,7 +35,7 @@ from attnlab.checks.common import (
 )
 from attnlab.shortcuts import police
 
-__all__ = ["check_feed_forward", "check_layer_norm", "check_rms_norm", "check_residual"]
+__all__ = ["check_feed_forward", "check_layer_norm", "check_rms_norm", "check_residual", "check_swiglu_width"]
 
 
 # assert_not_modified is given ``module.forward``: the signature of a module's ``__call__`` is
@@ -552,4 +557,91 @@ def check_residual(cls: Callable) -> None:
         ("post-norm with RMSNorm", placement_case("post", "rms", seed=6)),
         ("float32, and a single vector of shape (d,)", float32_and_one_vector),
         ("extra arguments passed on to the sublayer", passes_arguments),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# The SwiGLU width (not graded)
+# --------------------------------------------------------------------------------------------
+
+
+def _linear_parameters(shapes: list[tuple[int, int]], bias: bool) -> int:
+    """Parameters of ``nn.Linear(n_in, n_out, bias)`` for each (n_in, n_out), built on the meta
+    device (shapes only, no memory)."""
+    with torch.device("meta"):
+        return sum(p.numel() for n_in, n_out in shapes for p in nn.Linear(n_in, n_out, bias=bias).parameters())
+
+
+def _gelu_parameters(d_model: int, d_ff: int, bias: bool) -> int:
+    return _linear_parameters([(d_model, d_ff), (d_ff, d_model)], bias)
+
+
+def _swiglu_parameters(d_model: int, width: int, bias: bool) -> int:
+    return _linear_parameters([(d_model, width), (d_model, width), (width, d_model)], bias)
+
+
+def _closest_widths(d_model: int, d_ff: int, bias: bool) -> set[int]:
+    """The whole widths whose SwiGLU block is as close as any to the GELU block's parameter count
+    (two when they tie). The count grows by 3 d_model (+ 2) per neuron, so they lie next to
+    target / (3 d_model + 2 bias)."""
+    target = _gelu_parameters(d_model, d_ff, bias)
+    guess = target // (3 * d_model + 2 * bias)
+    candidates = range(max(1, guess - 2), guess + 3)
+    gaps = {w: abs(_swiglu_parameters(d_model, w, bias) - target) for w in candidates}
+    return {w for w, gap in gaps.items() if gap == min(gaps.values())}
+
+
+def check_swiglu_width(swiglu_width: Callable) -> None:
+    """Check (not graded) ``swiglu_width(d_model, d_ff, bias=False) -> int``: the width of a
+    SwiGLU block with as many parameters as a GELU block of width ``d_ff``, to the nearest whole
+    neuron. Accepts any width as close as any other (either of two that tie); an unanswered
+    exercise (the stub's ``NotImplementedError``) is reported and passes on, since it is not graded.
+    """
+    try:
+        swiglu_width(512, 2048)
+    except NotImplementedError:
+        print("○ swiglu_width: not answered yet (this exercise is not graded; the comparison below waits "
+              "for your answer)")
+        return
+
+    def case(d_model: int, d_ff: int, bias: bool):
+        def run():
+            call = f"swiglu_width({d_model}, {d_ff}, bias={bias})"
+            width = swiglu_width(d_model, d_ff, bias=bias)
+            if isinstance(width, bool) or not isinstance(width, numbers.Integral):
+                raise AssertionError(f"{call} returned {width!r} ({type(width).__name__}): a width is a whole "
+                                     "number of neurons, return an int (the whole number nearest to your formula)")
+            width = int(width)
+            right = _closest_widths(d_model, d_ff, bias)
+            if width in right:
+                return
+            target = _gelu_parameters(d_model, d_ff, bias)
+            count = _swiglu_parameters(d_model, width, bias) if width > 0 else 0
+            best = min(right)
+            found = (f"{call} returned {width}: a SwiGLU block of that width has {count:,} parameters, the GELU "
+                     f"block {target:,}")
+            if width == d_ff:
+                hint = ("that is the GELU block's own width; at the same width a SwiGLU block has three "
+                        "matrices instead of two, 1.5 times the weights")
+            elif d_ff != 4 * d_model and width in _closest_widths(d_model, 4 * d_model, bias):
+                hint = (f"your width follows d_model (8/3 d_model), which matches a GELU block of width "
+                        f"4 d_model = {4 * d_model} only; the block to match has d_ff = {d_ff}")
+            elif bias and width in _closest_widths(d_model, d_ff, False):
+                hint = ("you left out the biases: with bias=True each nn.Linear has one per output, so the "
+                        "GELU block adds d_ff + d_model and the SwiGLU block 2 width + d_model")
+            elif abs(width - best) <= 2:
+                hint = (f"close, but {best} gives {_swiglu_parameters(d_model, best, bias):,}, nearer the GELU "
+                        f"block's count: return the nearest whole number, not the one below or above")
+            else:
+                hint = ("count both: GELU has up and down (2 d_model d_ff weights), SwiGLU has gate, up and down "
+                        "(3 d_model width weights); set them equal and solve for the width")
+            raise AssertionError(f"{found}: {hint}")
+        return run
+
+    run_checks("swiglu_width", [
+        ("d_model = 512, d_ff = 2048 (the 2017 base model)", case(512, 2048, False)),
+        ("d_model = 768, d_ff = 3072 (GPT-2 small)", case(768, 3072, False)),
+        ("d_model = 64, d_ff = 100: d_ff is not 4 d_model", case(64, 100, False)),
+        ("d_model = 4, d_ff = 16, with biases", case(4, 16, True)),
+        ("d_model = 2, d_ff = 4, with biases: two widths tie", case(2, 4, True)),
     ])

@@ -1,6 +1,7 @@
 """Figures of lesson 06: the two placements of a norm, activation functions, where a transformer's
-parameters are, and the feed-forward neurons of the course model (their top contexts, the tokens
-their values promote, and what scaling one does to the next-token probabilities).
+parameters are, gradients at initialization under each placement, superposition in a toy model, and
+the feed-forward neurons of the course model (their top contexts, the tokens their values promote,
+and what scaling one does to the next-token probabilities).
 
 Every function returns a matplotlib ``Figure`` with a title and labelled axes.
 """
@@ -21,15 +22,18 @@ from attnlab.plots.common import _axes, _numpy
 
 __all__ = [
     "activation_figure",
+    "gradient_figure",
     "neuron_figure",
     "neuron_viewer",
     "norm_placement_diagram",
     "parameter_share_figure",
     "residual_update_figure",
+    "superposition_figure",
 ]
 
 _PART_COLOURS = {"attention": "#4C72B0", "feed-forward": "#DD8452", "embeddings": "#8C8C8C",
                  "norms": "#55A868"}
+_PLACEMENT_COLOURS = {"post-norm": "#C44E52", "pre-norm": "#4C72B0"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,8 +148,93 @@ def parameter_share_figure(breakdowns: Mapping[str, Mapping[str, int]]) -> Figur
     ax.set_xlim(0, 100)
     ax.set_ylim(len(names) - 0.5, -0.5)
     ax.set_xlabel("share of the parameters (%)")
+    ax.set_ylabel("configuration")
     ax.set_title("Where the parameters are")
     ax.legend(fontsize=8, ncols=len(parts) + 1, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Pre-norm against post-norm
+# --------------------------------------------------------------------------------------------
+
+
+def gradient_figure(layers: Sequence[int], per_layer: Mapping[str, Sequence[Sequence[float]]],
+                    depths: Sequence[int], last_layer: Mapping[str, Sequence[Sequence[float]]]) -> Figure:
+    """Gradient norms at initialization, one colour per placement ("post-norm", "pre-norm").
+
+    per_layer: placement -> (seeds, len(layers)) gradient norms of each layer of one depth of model,
+       drawn one thin line per seed and a thick line for their mean (panel a);
+    last_layer: placement -> (seeds, len(depths)) gradient norms of the last layer of models of
+       each depth in ``depths``, drawn as the mean with a band from the smallest to the largest
+       seed, against depth on a log axis (panel b).
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.4, 4.0), layout="constrained")
+    x = _numpy(layers)
+    for label, runs in per_layer.items():
+        runs, colour = _numpy(runs), _PLACEMENT_COLOURS.get(label)
+        for run in runs:
+            left.plot(x, run, color=colour, alpha=0.35, linewidth=0.8)
+        left.plot(x, runs.mean(axis=0), color=colour, linewidth=2.2, marker="o", ms=3.5,
+                  label=f"{label}: mean of {len(runs)} seeds\n(thin lines: each seed)")
+    left.set_title(f"(a) Layer by layer, {len(x)} layers")
+    left.set_xlabel("layer (1 = next to the input)")
+    left.set_ylabel("‖∂loss/∂(feed-forward weights)‖")
+    left.set_xticks(x)
+    d = _numpy(depths)
+    for label, runs in last_layer.items():
+        runs, colour = _numpy(runs), _PLACEMENT_COLOURS.get(label)
+        right.plot(d, runs.mean(axis=0), color=colour, linewidth=2.2, marker="o", ms=4,
+                   label=f"{label}: mean of {len(runs)} seeds")
+        right.fill_between(d, runs.min(axis=0), runs.max(axis=0), color=colour, alpha=0.2, linewidth=0)
+    right.set_xscale("log")
+    right.set_xticks(list(d), labels=[str(int(v)) for v in d])
+    right.minorticks_off()
+    right.set_ylim(0, None)
+    right.set_title("(b) The last layer, against depth")
+    right.set_xlabel("number of layers (log scale)")
+    right.set_ylabel("‖∂loss/∂(last layer's feed-forward weights)‖")
+    for ax in (left, right):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("Gradients at initialization: post-norm against pre-norm (band: smallest to largest seed)")
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Superposition
+# --------------------------------------------------------------------------------------------
+
+
+def superposition_figure(directions: Mapping[str, Sequence[Sequence[float]]], *, stored: float = 0.5) -> Figure:
+    """Where a toy model puts each feature in its hidden space of two numbers, one panel per setting.
+
+    directions: setting name -> (2, n_features) matrix W whose column i is feature i's direction
+       (h = W x); a feature whose direction is shorter than ``stored`` is drawn faint and counted
+       as dropped in the panel's title.
+    """
+    fig, axes = plt.subplots(1, len(directions), figsize=(4.3 * len(directions), 4.4), layout="constrained",
+                             squeeze=False)
+    colours = plt.get_cmap("tab10").colors
+    for ax, (name, w) in zip(axes[0], directions.items()):
+        w = _numpy(w)
+        lengths = np.linalg.norm(w, axis=0)
+        ax.add_patch(plt.Circle((0, 0), 1.0, fill=False, linestyle=":", color="#888888"))
+        for i, (length, colour) in enumerate(zip(lengths, colours)):
+            kept = length >= stored
+            ax.add_patch(FancyArrowPatch((0, 0), tuple(w[:, i]), arrowstyle="-|>", mutation_scale=12,
+                                         color=colour, alpha=1.0 if kept else 0.35, linewidth=1.8))
+            if kept:
+                ax.text(*(w[:, i] * (1 + 0.22 / max(length, 1e-9))), f"feature {i}", ha="center",
+                        va="center", fontsize=9, color=colour)
+        ax.set_xlim(-1.6, 1.6)
+        ax.set_ylim(-1.6, 1.6)
+        ax.set_aspect("equal")
+        ax.set_title(f"{name}\n{int((lengths >= stored).sum())} of {len(lengths)} features stored", fontsize=10)
+        ax.set_xlabel("hidden number 1")
+        ax.set_ylabel("hidden number 2")
+        ax.grid(True, alpha=0.3)
+    fig.suptitle(f"{w.shape[1]} features squeezed into {w.shape[0]} numbers (dotted: length 1)")
     return fig
 
 
@@ -166,7 +255,7 @@ def residual_update_figure(stream: Sequence[float], attention: Sequence[float], 
     """
     s, a, f, m = (_numpy(v) for v in (stream, attention, ffn, stream_after_attention))
     layers = np.arange(len(s))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), layout="constrained")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.4, 3.8), layout="constrained")
     if final_stream is None:
         left.plot(layers, s, marker="o", color="black", label="the stream entering the layer")
     else:
@@ -209,7 +298,7 @@ def neuron_figure(contexts: Sequence[tuple[str, str, float]], promoted: Sequence
     probabilities: "unchanged" and "scaled" -> next-token probabilities of ``tokens`` after ``prompt``,
        without intervention and with the neuron's activation multiplied by ``scale``.
     """
-    fig = plt.figure(figsize=(12, 4.6), layout="constrained")
+    fig = plt.figure(figsize=(10.6, 4.6), layout="constrained")
     grid = fig.add_gridspec(1, 3, width_ratios=[1.5, 0.8, 1.1])
     text_ax, value_ax, prob_ax = (fig.add_subplot(grid[0, i]) for i in range(3))
 
@@ -227,6 +316,7 @@ def neuron_figure(contexts: Sequence[tuple[str, str, float]], promoted: Sequence
     value_ax.set_yticks(range(len(words)), words, fontsize=9)
     value_ax.invert_yaxis()
     value_ax.set_title("(b) Tokens its value vector promotes", fontsize=10)
+    value_ax.set_ylabel("token")
     value_ax.set_xlabel("value · output embedding (logit change\nper unit of activation)")
     value_ax.grid(True, axis="x", alpha=0.3)
 
@@ -244,6 +334,7 @@ def neuron_figure(contexts: Sequence[tuple[str, str, float]], promoted: Sequence
     prob_ax.set_xlim(0, min(1.0, max(0.1, math.ceil(10 * largest * 1.15) / 10)))
     prob_ax.xaxis.set_major_locator(MaxNLocator(5))
     prob_ax.set_xlabel("next-token probability")
+    prob_ax.set_ylabel("next token")
     prob_ax.set_title(f"(c) After “… {prompt}”, activation × {scale:g}", fontsize=10)
     prob_ax.legend(fontsize=8, loc="lower right")
     prob_ax.grid(True, axis="x", alpha=0.3)

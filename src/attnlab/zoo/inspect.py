@@ -11,7 +11,7 @@ model never trained on.
   validation passages, labelled by the passage's sense (money or river), and a linear probe's
   held-out accuracy at telling them apart.
 - ``neuron_activations``, ``top_contexts`` and ``neuron_patterns``: the contexts that make a
-  feed-forward neuron fire most, and how much they have in common (Geva et al., 2020).
+  feed-forward neuron fire most, and how much they have in common (Geva et al., 2021).
 
 Hidden states are read with forward hooks on the model's own submodules (``blocks[i]``,
 ``blocks[i].ffn.down``), so these work on any ``DecoderOnly`` with the course's names.

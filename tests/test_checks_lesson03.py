@@ -262,3 +262,116 @@ def test_masked_attention_weights_times_mask_is_told_rows_do_not_sum_to_1(ref):
         return weights @ v, weights
 
     fails(checks.check_masked_attention, times_mask, "do not sum to 1", "the softmax must see the mask")
+
+
+# ---------------------------------------------------------------------------- exercise 2b (not graded)
+
+
+def _candidates():
+    """The three masks of exercise 2b, as the notebook writes them."""
+    def mask_a(n_q, n_k):
+        return torch.ones(n_q, n_k, dtype=torch.bool).tril()
+
+    def mask_b(n_q, n_k, window=3):
+        position = torch.arange(n_q)[:, None] + (n_k - n_q)
+        return (position - torch.arange(n_k)[None, :]).abs() < window
+
+    def mask_c(n_q, n_k):
+        return torch.ones(n_k, n_k, dtype=torch.bool).tril()[n_k - n_q:]
+
+    return {"a": mask_a, "b": mask_b, "c": mask_c}
+
+
+def _perturbation_test(masking, shapes=((1, 1), (1, 6), (2, 6), (4, 4), (5, 8), (8, 8)), first_positions=False):
+    """A learner's test: change key and value j, and see whether an earlier query's output moves."""
+    def sees_the_future(make_mask):
+        g = torch.Generator().manual_seed(0)
+        for n_q, n_k in shapes:
+            mask = make_mask(n_q, n_k)
+            q, k, v = (torch.randn(n, 4, generator=g, dtype=torch.float64) for n in (n_q, n_k, n_k))
+            out = masking.masked_attention(q, k, v, mask)[0]
+            position = torch.arange(n_q) + (0 if first_positions else n_k - n_q)
+            for j in range(n_k):
+                k2, v2 = k.clone(), v.clone()
+                k2[j] += 1.0
+                v2[j] += 1.0
+                moved = (masking.masked_attention(q, k2, v2, mask)[0] != out).any(dim=-1)
+                if (moved & (position < j)).any():
+                    return True
+        return False
+    return sees_the_future
+
+
+def test_future_leak_accepts_a_perturbation_test_and_a_test_that_reads_the_mask(ref, capsys):
+    checks.check_future_leak(_perturbation_test(ref), lambda: "b", _candidates())
+
+    def reads_the_mask(make_mask):  # another correct answer: compare the entries with positions
+        for n_q in range(1, 7):
+            for n_k in range(n_q, 10):
+                after = torch.arange(n_k)[None, :] > torch.arange(n_q)[:, None] + n_k - n_q
+                if (make_mask(n_q, n_k) & after).any():
+                    return True
+        return False
+
+    checks.check_future_leak(reads_the_mask, lambda: "b", _candidates())
+    assert capsys.readouterr().out.count("✓ future_leak: 13 checks passed") == 2
+
+
+@pytest.mark.parametrize("verdict, pattern", [
+    ("a", r"mask_a does not leak: with n_q < n_k it hides the newest keys.*lost context"),
+    ("c", r"mask_c does not leak: query i sits at position i \+ n_k - n_q"),
+    ("d", r"returned 'd'; return one of 'a', 'b', 'c'"),
+])
+def test_future_leak_says_why_a_wrong_verdict_is_wrong(ref, verdict, pattern):
+    fails(lambda test: checks.check_future_leak(test, lambda: verdict, _candidates()),
+          _perturbation_test(ref), pattern)
+
+
+@pytest.mark.parametrize("shapes, pattern", [
+    (((1, 4), (1, 8)), r"mask_b does not leak, but with n_q = 2, n_k = 2 query 0.*Try n_q >= 2"),
+    (((4, 4), (8, 8)), r"off by one only with a cache.*does not leak.*Try n_q = 2, n_k = 5"),
+])
+def test_future_leak_names_the_shapes_a_test_left_out(ref, shapes, pattern):
+    fails(lambda test: checks.check_future_leak(test, lambda: "b", _candidates()),
+          _perturbation_test(ref, shapes=shapes), pattern)
+
+
+def test_future_leak_catches_a_test_that_takes_the_queries_for_the_first_positions(ref):
+    fails(lambda test: checks.check_future_leak(test, lambda: "b", _candidates()),
+          _perturbation_test(ref, first_positions=True),
+          r"mask_c leaks the future, but it does not.*first n_q positions instead of the last")
+
+
+def test_future_leak_catches_a_test_of_the_first_query_only(ref):
+    def first_query_only(make_mask):
+        for n_q, n_k in ((2, 5), (3, 3), (3, 7)):
+            if make_mask(n_q, n_k)[0, n_k - n_q + 1:].any():
+                return True
+        return False
+
+    fails(lambda test: checks.check_future_leak(test, lambda: "b", _candidates()), first_query_only,
+          r"one extra key for a query in the middle does not leak.*query 1 .*Test every query")
+
+
+def test_future_leak_rejects_what_is_not_a_bool_and_reports_a_crash(ref):
+    fails(lambda test: checks.check_future_leak(test, lambda: "b", _candidates()),
+          lambda make_mask: "yes", r"returned 'yes' for mask_a; return True or False")
+
+    def crashes_on_empty_rows(make_mask):
+        if not make_mask(1, 1).any():
+            raise IndexError("no key to perturb")
+        return _perturbation_test(ref)(make_mask)
+
+    fails(lambda test: checks.check_future_leak(test, lambda: "b", _candidates()), crashes_on_empty_rows,
+          r"your test raised IndexError on strictly earlier keys \(no query sees itself\): no key to perturb")
+
+
+def test_future_leak_unanswered_passes_on_with_a_note(stub, capsys):
+    def blank(make_mask):
+        raise NotImplementedError()
+
+    checks.check_future_leak(blank, lambda: "b", _candidates())
+    assert "○ future_leak: not answered yet. This exercise is not graded." in capsys.readouterr().out
+    # a test that needs this lesson's masked_attention, not written yet: the stub's message is shown
+    checks.check_future_leak(_perturbation_test(stub), lambda: "b", _candidates())
+    assert "not answered yet (Lesson 03" in capsys.readouterr().out

@@ -69,30 +69,78 @@ def test_an_explicit_bottom_right_mask_gives_this_lessons_pattern(facts):
 
 
 # ---------------------------------------------------------------- cells "recurrence" and "recurrence-read"
+# The settings are the lengths n and the two batch sizes; the JSON facts key the batch sizes "1", "32".
+
+
+def _at(facts, name, batch, n):
+    return facts[name][str(batch)][facts["recurrence_ns"][str(batch)].index(n)]
 
 
 def test_the_gru_time_grows_in_proportion_to_n(facts):
     assert 0.85 <= facts["gru_slope"] <= 1.2, facts["gru_slope"]
-    per_step = [t / n for n, t in zip(facts["recurrence_ns"], facts["recurrence_seconds"]["GRU"])]
-    assert max(per_step) / min(per_step) < 2.0, per_step  # "about the same few microseconds"
+    seconds = facts["recurrence_seconds"]["1"]["GRU"]
+    per_step = [t / n for n, t in zip(facts["recurrence_ns"]["1"], seconds)]
+    assert max(per_step) / min(per_step) < 2.0, per_step  # "every step costs about the same"
 
 
-def test_attention_is_several_times_faster_at_a_few_hundred_positions_despite_more_arithmetic(facts):
-    ns, speedup, flops = facts["recurrence_ns"], facts["attention_speedup"], facts["flop_ratio"]
+def test_batch_1_attention_is_several_times_faster_at_a_few_hundred_positions_despite_more_arithmetic(facts):
+    ns, flops = facts["recurrence_ns"]["1"], facts["flop_ratio"]
     for n in (32, 64, 128, 256):
-        assert speedup[ns.index(n)] >= 3, (n, speedup)
+        assert _at(facts, "attention_speedup", 1, n) >= 3, (n, facts["attention_speedup"]["1"])
     assert flops[ns.index(64)] < 1 < flops[ns.index(128)]    # more arithmetic from n = 128 on
     assert flops[ns.index(256)] > 1.5
+    assert _at(facts, "attention_speedup", 1, 512) > 1       # quiz: at 512 positions, batch 1
 
 
-def test_the_core_runs_attentions_arithmetic_many_times_faster(facts):
-    gru, attention = facts["recurrence_gflops"]["GRU"], facts["recurrence_gflops"]["self-attention"]
+def test_batch_1_the_core_runs_attentions_arithmetic_many_times_faster(facts):
+    gru, attention = facts["recurrence_gflops"]["1"]["GRU"], facts["recurrence_gflops"]["1"]["self-attention"]
     assert all(a > 3 * g for a, g in zip(attention, gru)), (attention, gru)
 
 
-def test_attention_catches_up_with_the_gru_at_a_few_thousand_positions(facts):
-    assert facts["crossover"] in (1024, 2048, 4096), facts["attention_speedup"]
-    assert facts["attention_speedup"][-1] < 1
+def test_batch_1_attention_catches_up_with_the_gru_at_a_few_thousand_positions(facts):
+    assert facts["crossover"]["1"] in (1024, 2048, 4096), facts["attention_speedup"]["1"]
+    assert facts["attention_speedup"]["1"][-1] < 1
+
+
+def test_batch_32_one_gru_step_costs_only_a_few_times_one_sequences_step(facts):
+    assert 1 < facts["gru_step_ratio"] < 8, facts["gru_step_ratio"]   # "only a few times as long", for 32x the work
+    seconds, ns = facts["recurrence_seconds"], facts["recurrence_ns"]
+    steps = [32 * seconds["32"]["GRU"][i] / seconds["1"]["GRU"][ns["1"].index(n)] for i, n in enumerate(ns["32"])]
+    assert all(1 < r < 12 for r in steps), steps                       # at every length timed, not only the median
+
+
+def test_batch_32_makes_the_gru_about_ten_times_cheaper_and_attention_hardly_cheaper(facts):
+    gain = facts["gru_batching_gain"]
+    assert gain["GRU"] > 4, gain                  # "about ten times cheaper" (printed)
+    assert gain["self-attention"] < 2, gain       # "gains almost nothing"
+
+
+def test_batch_32_the_gru_is_faster_from_a_few_hundred_positions(facts):
+    speedup = facts["attention_speedup"]["32"]
+    assert speedup[0] > 1, speedup                                  # attention ahead only on short sequences
+    assert facts["crossover"]["32"] in (128, 256, 512), speedup
+    crossing = facts["recurrence_ns"]["32"].index(facts["crossover"]["32"])
+    assert all(s < 1 for s in speedup[crossing:]), speedup          # and the GRU stays ahead after it
+    assert _at(facts, "attention_speedup", 32, 512) < 1             # quiz: at 512 positions, batch 32
+    assert _at(facts, "attention_speedup", 32, 1024) < 0.5
+
+
+# ---------------------------------------------------------------- cells "path-length" and "path-length-read"
+
+
+def test_the_gru_gradient_from_the_first_input_vanishes_for_every_seed(facts):
+    ns, gru = facts["path_ns"], np.array(facts["path_gradient"]["GRU"])   # (seeds, n)
+    assert gru.shape == (3, len(ns))
+    assert np.all(np.diff(gru, axis=1) < 0)                  # shrinks with every longer sequence
+    assert np.all(gru[:, ns.index(64)] < 1e-12)              # "below 1e-12 at 64 positions"
+    assert np.all(gru[:, ns.index(256)] < 1e-49)             # "below 1e-49 at 256"
+    assert np.all(gru[:, ns.index(256)] / gru[:, ns.index(4)] < 1e-45)   # quiz: some 50 orders of magnitude
+
+
+def test_attentions_gradient_from_the_first_input_stays_above_a_hundredth(facts):
+    ns, attention = facts["path_ns"], np.array(facts["path_gradient"]["self-attention"])
+    assert np.all(attention > 1e-2), attention               # "above 1e-2 at every length measured"
+    assert np.all(attention[:, -1] < attention[:, 0])        # "it shrinks somewhat with n"
 
 
 # ---------------------------------------------------------------- cells "sqrt-dk" and "sqrt-dk-read"
@@ -113,21 +161,57 @@ def test_unscaled_softmax_saturates_and_its_jacobian_vanishes(facts):
 
 
 def test_scaled_curves_stay_flat(facts):
-    for name in ("largest_weight", "gradient_norm"):
+    for name in ("largest_weight", "gradient_norm", "query_gradient_norm"):
         curve = np.array(facts[name]["scaled by 1/√d_k"]).mean(axis=0)
         assert curve.max() / curve.min() < 1.3, (name, curve)
 
 
-# ---------------------------------------------------------------- the interactive figure's text
+def test_unscaled_query_gradient_first_grows_then_collapses(facts):
+    d_ks = facts["d_ks"]
+    unscaled = np.array(facts["query_gradient_norm"]["unscaled"])     # (seeds, d_k)
+    scaled = np.array(facts["query_gradient_norm"]["scaled by 1/√d_k"])
+    mean = unscaled.mean(axis=0)
+    peak = int(mean.argmax())
+    assert 0 < peak and d_ks[peak] <= 64 and mean[peak] > 1.5 * mean[0], mean  # "first grows with d_k"
+    assert np.all(unscaled[:, 0] < unscaled[:, d_ks.index(16)])                 # for every seed
+    ratio = unscaled[:, -1] / scaled[:, -1]                                     # "about three orders of magnitude"
+    assert np.all((1e-4 < ratio) & (ratio < 1e-2)), ratio
+
+
+# ---------------------------------------------------------------- cells "saturation-numbers" and the interactive figure
+
+
+def test_the_softmax_jacobians_landmarks(facts):
+    assert facts["jacobian_norm_one_hot"] == 0.0
+    assert round(facts["jacobian_norm_equal"], 2) == 0.24 and math.isclose(facts["jacobian_norm_equal"], 15**0.5 / 16)
+    assert facts["jacobian_norm_two_equal"] == pytest.approx(0.5)
+    assert 0.45 < facts["jacobian_norm_largest_found"] <= 0.5 + 1e-12        # nothing above 0.5
+    assert facts["jacobian_norm_starting_view"] > facts["jacobian_norm_equal"]  # "a little above"
+    assert facts["jacobian_norm_starting_view"] < 0.3
+
+
+def test_the_peak_is_two_equal_weights_by_the_bound():
+    """||J||^2 = a - 2b + a^2 <= a - a^2 <= 1/4 (the prose's argument), checked on random rows."""
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 16, 64):
+        w = rng.dirichlet(np.full(n, 0.3), size=2000)
+        jac = np.einsum("rj,jl->rjl", w, np.eye(n)) - w[:, :, None] * w[:, None, :]
+        norm2 = (jac**2).sum(axis=(1, 2))
+        a, b = (w**2).sum(1), (w**3).sum(1)
+        assert np.allclose(norm2, a - 2 * b + a**2)
+        assert np.all(b >= a**2 - 1e-15) and norm2.max() <= 0.25 + 1e-12
 
 
 def test_the_interactive_figure_says_what_it_shows():
-    equal = np.full(16, 1 / 16)                                 # "0.24 when all 16 weights are equal"
+    equal = np.full(16, 1 / 16)                                 # "0.24 for 16 equal weights"
     assert round(float(np.linalg.norm(np.diag(equal) - np.outer(equal, equal))), 2) == 0.24
-    unscaled = plots.saturation_numbers(1024, scaled=False)
-    scaled = plots.saturation_numbers(1024, scaled=True)
-    assert unscaled["largest_weight"] > 0.99 and unscaled["jacobian_norm"] < 0.01
-    assert scaled["largest_weight"] < 0.9
+    for seed in (0, 1, 2):
+        unscaled = plots.saturation_numbers(1024, scaled=False, seed=seed)
+        scaled = plots.saturation_numbers(1024, scaled=True, seed=seed)
+        assert unscaled["largest_weight"] > 0.99 and unscaled["jacobian_norm"] < 0.01
+        assert scaled["largest_weight"] < 0.9
+    title = plots.softmax_saturation(64).get_suptitle()
+    assert "‖∂w/∂s‖ = 0.272" in title and "0.24 for 16 equal weights" in title and "at most 0.5" in title
 
 
 # ---------------------------------------------------------------- cells "sentence-heatmap" and "sentence-read"

@@ -1,6 +1,6 @@
 """Visible checks of lesson 03: ``check_causal_mask``, ``check_padding_mask``,
 ``check_document_mask``, ``check_sliding_window_mask``, ``check_combine_masks``,
-``check_masked_attention``.
+``check_masked_attention``, and ``check_future_leak`` (exercise 2b, not graded).
 
 The masks are compared with masks built here entry by entry from their definitions (plain Python
 loops over positions); ``masked_attention`` with ``torch.nn.functional.scaled_dot_product_attention``
@@ -37,6 +37,7 @@ __all__ = [
     "check_causal_mask",
     "check_combine_masks",
     "check_document_mask",
+    "check_future_leak",
     "check_masked_attention",
     "check_padding_mask",
     "check_sliding_window_mask",
@@ -511,4 +512,158 @@ def check_masked_attention(fn: Callable) -> None:
         ("float16 and bfloat16 kept, fully masked rows still 0", half_precision),
         ("float16 and bfloat16 gradients equal to PyTorch's", half_precision_gradients),
         ("scores in the hundreds and thousands", large_scores),
+    ])
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 2b (not graded): which mask leaks the future?
+# --------------------------------------------------------------------------------------------
+
+# Shapes (n_q, n_k) on which the known masks below are judged; n_q <= n_k, the queries being the
+# last n_q positions. Every leaking mask of the battery leaks on at least one of them.
+_LEAK_SHAPES = ((1, 1), (1, 5), (2, 2), (2, 5), (3, 3), (3, 7), (4, 9), (5, 5), (6, 6))
+
+
+def _first_leak(make_mask: Callable[[int, int], torch.Tensor]) -> tuple[int, int, int, int] | None:
+    """(n_q, n_k, i, j): the first query i that a mask lets see a key j after its own position
+    i + n_k - n_q, over ``_LEAK_SHAPES``; None when no query ever does."""
+    for n_q, n_k in _LEAK_SHAPES:
+        mask = torch.as_tensor(make_mask(n_q, n_k)).to(torch.bool).expand(n_q, n_k)
+        after = _grid(n_q, n_k, lambda i, j: j > i + n_k - n_q)
+        found = (mask & after).nonzero()
+        if len(found):
+            return (n_q, n_k, *(int(x) for x in found[0]))
+    return None
+
+
+def _bottom_right(n_q: int, n_k: int) -> torch.Tensor:
+    return causal_allowed(n_q, n_k)
+
+
+def _one_extra_key(n_q: int, n_k: int) -> torch.Tensor:
+    mask = causal_allowed(n_q, n_k).clone()
+    if n_q >= 3:
+        mask[n_q - 2, n_k - 1] = True  # a query in the middle also sees the last key
+    return mask
+
+
+def _off_by_one_with_a_cache(n_q: int, n_k: int) -> torch.Tensor:
+    offset = n_k - n_q
+    return torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=offset + 1 if offset else 0)
+
+
+# name -> (make_mask, what it is, a hint for a test that judges it wrongly). Whether a mask leaks
+# is not written here: ``_first_leak`` decides it from the definition.
+_KNOWN_MASKS: dict[str, tuple[Callable[[int, int], torch.Tensor], str, str]] = {
+    "the bottom-right causal mask (causal_mask's)": (
+        _bottom_right,
+        "query i sits at position i + n_k - n_q and sees the keys up to there, none after",
+        "Does your test take the queries for the first n_q positions instead of the last?"),
+    "the top-left causal mask (is_causal=True's)": (
+        lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(),
+        "with n_q < n_k it hides the newest keys from the queries, a bug (lost context), but no query "
+        "sees a key after its own position i + n_k - n_q",
+        "Does your test take the queries for the first n_q positions instead of the last?"),
+    "strictly earlier keys (no query sees itself)": (
+        lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q - 1),
+        "its first query sees no key at all, so masked_attention gives it output 0 whatever the keys "
+        "are: a row with nothing to see is not a leak", ""),
+    "a causal sliding window of 2": (
+        lambda n_q, n_k: _window_allowed(n_q, n_k, 2),
+        "each query sees itself and the key before it, nothing later", ""),
+    "no mask at all (an encoder's)": (
+        lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool),
+        "every query sees every key, so every query but the last sees the future",
+        "Try more than one query."),
+    "a window of 3 in both directions": (
+        lambda n_q, n_k: (torch.arange(n_q)[:, None] + n_k - n_q - torch.arange(n_k)[None, :]).abs() < 3,
+        "it leaks only when there are two or more queries: a single query (n_q = 1, one decoding step) "
+        "is the last position, with nothing after it",
+        "Try n_q >= 2."),
+    "the diagonal one step too high (tril(diagonal=1))": (
+        lambda n_q, n_k: torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=1),
+        "each query sees the next position: with n_q = n_k = 3 query 0 sees key 1",
+        "Try a square shape with a few queries."),
+    "one extra key for a query in the middle": (
+        _one_extra_key,
+        "only one entry leaks: with three or more queries, query n_q - 2 also sees the last key",
+        "Test every query against every later key, not only the first query."),
+    "off by one only with a cache (tril(diagonal=n_k - n_q + 1) when n_q < n_k)": (
+        _off_by_one_with_a_cache,
+        "it is right when n_q = n_k, and leaks only with fewer queries than keys and more than one "
+        "query, as when a prompt's last tokens are processed against a cache",
+        "Try n_q = 2, n_k = 5."),
+}
+
+
+def _same_as_known(make_mask: Callable[[int, int], torch.Tensor]) -> tuple[str, str]:
+    """(what it is, hint) of the known mask equal to ``make_mask`` on every shape, or a plain
+    description when none is."""
+    for known, what, hint in _KNOWN_MASKS.values():
+        if all(torch.equal(torch.as_tensor(known(a, b)), torch.as_tensor(make_mask(a, b))) for a, b in _LEAK_SHAPES):
+            return what, hint
+    return "compare its entries with the positions: query i sits at position i + n_k - n_q", ""
+
+
+def _verdict_of(sees_the_future: Callable, make_mask: Callable, name: str) -> bool:
+    """The learner's test on one mask, as a bool, or an AssertionError that says what went wrong."""
+    try:
+        said = sees_the_future(make_mask)
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        raise AssertionError(f"your test raised {type(error).__name__} on {name}: {error}") from error
+    if isinstance(said, torch.Tensor) and said.numel() == 1:
+        said = said.item()
+    if not isinstance(said, (bool, int)) or said not in (0, 1):
+        raise AssertionError(f"sees_the_future returned {said!r} for {name}; return True or False")
+    return bool(said)
+
+
+def _judge(sees_the_future: Callable, make_mask: Callable, name: str, what: str, hint: str) -> None:
+    said, leak = _verdict_of(sees_the_future, make_mask, name), _first_leak(make_mask)
+    hint = f" {hint}" if hint else ""
+    if said and leak is None:
+        raise AssertionError(f"your test says {name} leaks the future, but it does not: {what}.{hint}")
+    if not said and leak is not None:
+        n_q, n_k, i, j = leak
+        raise AssertionError(
+            f"your test says {name} does not leak, but with n_q = {n_q}, n_k = {n_k} query {i} (position "
+            f"{i + n_k - n_q}) may attend to key {j}, which comes after it: {what}.{hint}")
+
+
+def check_future_leak(sees_the_future: Callable, my_verdict: Callable[[], str],
+                      candidates: Mapping[str, Callable[[int, int], torch.Tensor]]) -> None:
+    """Check (not graded) exercise 2b: ``my_verdict()`` names the candidate that leaks the future,
+    and ``sees_the_future(make_mask) -> bool`` tells leaking masks from the others, on the
+    candidates and on the known masks above. Accepts any test that judges every mask right; an
+    unanswered exercise (the stub's ``NotImplementedError``) is reported and passes on."""
+    try:
+        verdict = my_verdict()
+        sees_the_future(next(iter(candidates.values())))
+    except NotImplementedError as error:
+        waiting = f" ({error})" if str(error) else ""
+        print(f"○ future_leak: not answered yet{waiting}. This exercise is not graded.")
+        return
+    leaking = sorted(name for name, make_mask in candidates.items() if _first_leak(make_mask) is not None)
+
+    def the_verdict():
+        if verdict not in candidates:
+            raise AssertionError(f"my_verdict() returned {verdict!r}; return one of "
+                                 f"{', '.join(repr(name) for name in candidates)}")
+        if verdict not in leaking:
+            what, _ = _same_as_known(candidates[verdict])
+            raise AssertionError(f"mask_{verdict} does not leak: {what}. Your test should find the one that does")
+
+    def your_test_on(name: str) -> Callable[[], None]:
+        return lambda: _judge(sees_the_future, candidates[name], f"mask_{name}", *_same_as_known(candidates[name]))
+
+    def known(name: str) -> Callable[[], None]:
+        make_mask, what, hint = _KNOWN_MASKS[name]
+        return lambda: _judge(sees_the_future, make_mask, name, what, hint)
+
+    run_checks("future_leak", [
+        ("your verdict names the candidate that leaks", the_verdict),
+        *((f"your test on mask_{name}", your_test_on(name)) for name in candidates),
+        *((f"your test on {name}", known(name)) for name in _KNOWN_MASKS),
     ])

@@ -122,7 +122,7 @@ def sqrt_dk_figure(d_k: Sequence[int], largest_weight: Mapping[str, Any],
     n_keys: number of keys, shown in the titles.
     statistic: how one run summarises its queries, shown in the y labels. Returns the figure.
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.4, 4), layout="constrained")  # fits the notebook
     keys = f" ({n_keys} keys)" if n_keys else ""
     xlabel = "d_k, size of queries and keys (log scale)"
     line_plot(d_k, largest_weight, ax=left, xscale="log",
@@ -183,7 +183,7 @@ def qkv_diagram(scores: Sequence[float] = (3.0, 1.0, 0.0),
     n = len(s)
     key_labels = list(key_labels) if key_labels is not None else [f"key k{j + 1}" for j in range(n)]
 
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 1.1 * n), layout="constrained")
+    fig, ax = plt.subplots(figsize=(9.4, 1.2 + 1.1 * n), layout="constrained")  # fits the notebook
     rows = [(n - 1) / 2 - j for j in range(n)]  # y of each key, top to bottom
     columns = {"query": 0.0, "key": 3.2, "weight": 5.9, "value": 8.3, "output": 11.0}
     headers = {"query": "the query asks", "key": "each key answers:\nscore = q·k",

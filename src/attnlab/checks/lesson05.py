@@ -1,5 +1,6 @@
 """Visible checks of lesson 05: ``check_sinusoidal_encoding``, ``check_rope_angles``,
-``check_apply_rope``.
+``check_apply_rope``; and ``check_length_bias``, the ungraded check of the design exercise (a bias
+of the distance with which a model trained on short inputs still works on long ones).
 
 The references are independent of the exercise: the paper's formula evaluated entry by entry in
 numpy float64 (sinusoidal encodings, angles), and RoPE as complex multiplication in float64 (each
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 
 from attnlab.checks.common import (
+    CheckFailed,
     _as_float64,
     _seeded,
     assert_close,
@@ -28,6 +30,7 @@ from attnlab.checks.common import (
 
 __all__ = [
     "check_apply_rope",
+    "check_length_bias",
     "check_rope_angles",
     "check_sinusoidal_encoding",
     "reference_rope",
@@ -320,3 +323,99 @@ def check_apply_rope(fn: Callable) -> None:
         ("the score depends only on the distance", relative),
         ("positions of shape (batch, 1, n)", batched_positions),
     ])
+
+
+# --------------------------------------------------------------------------------------------
+# The design exercise (not graded): a bias that extrapolates
+# --------------------------------------------------------------------------------------------
+
+LENGTH_BIAS_PASS = 0.85   # mean accuracy the model must reach at the training length and at 128 tokens
+
+
+def _bias_values(bias_fn: Callable, longest: int) -> np.ndarray:
+    """bias_fn at distances 0 .. longest - 1 (float64, -inf allowed), with clear errors."""
+    from attnlab.checks.common import your_line
+    from attnlab.tasks.who_came_last import bias_values
+
+    try:
+        return bias_values(bias_fn, longest).double().numpy()   # validates shape, nan, +inf, distance 0
+    except NotImplementedError:
+        raise
+    except ValueError as error:
+        raise CheckFailed(f"my_bias: {error}") from None
+    except Exception as error:  # noqa: BLE001 (the learner's code crashed: say where)
+        raise CheckFailed(f"my_bias(distance) raised {type(error).__name__}: {error}. It gets an int64 tensor of "
+                          "distances and must return a float tensor of the same shape",
+                          your_line(error.__traceback__)) from None
+
+
+def _why_not(bias: np.ndarray, short: float, long: float, low: int, high: int) -> str:
+    """What in a bias of these values (at distances 0, 1, 2, ...) is likely to blame for a model that
+    did not reach ``LENGTH_BIAS_PASS`` at the training length ``high`` (``short``) or at ``len(bias)``
+    tokens (``long``): one or more sentences."""
+    if np.all(bias == bias[0]):
+        return ("it gives the same number at every distance, which is no position at all: the model "
+                "cannot tell the last party from an earlier one.")
+    if short >= LENGTH_BIAS_PASS:
+        near = np.exp(bias[:high] - bias[0]).sum()
+        far = np.exp(bias[high:] - bias[0]).sum()
+        return (f"it works at the training length but the far keys add up: keys {high} to {len(bias) - 1} "
+                f"tokens back together keep weight {far:.3g} (relative to distance 0), against {near:.3g} for "
+                f"the nearest {high}. A bias must fall fast enough that this sum stays small however long "
+                "the input.")
+    within = bias[:high]                                # distances seen in training: 0 .. high - 1
+    finite = np.isfinite(within)
+    reasons = []
+    rising = [d for d in range(high - 1) if finite[d + 1] and within[d + 1] > within[d] + 1e-9]
+    if rising:
+        d = rising[0]
+        reasons.append(f"it grows from distance {d} to {d + 1} ({within[d]:.3g} to {within[d + 1]:.3g}): a key "
+                       "farther back gets more weight, so an older party can outweigh the last one.")
+    flat = [d for d in range(high - 1) if finite[d + 1] and abs(within[d + 1] - within[d]) < 1e-9]
+    if flat:
+        d = flat[0]
+        reasons.append(f"distances {d} and {d + 1} get the same bias: of two parties there the model cannot "
+                       "tell which came later.")
+    if not finite.all():
+        d = int(np.flatnonzero(~finite)[0])
+        reasons.append(f"it is -inf from distance {d}: the '?' cannot see a party that far back, yet streams "
+                       f"of up to {high} tokens put the last party there.")
+    if not reasons:
+        reasons.append(f"it falls by only {within[0] - within[1]:.3g} from distance 0 to 1: the weights of two "
+                       "older parties together can outweigh the last one. Make it fall faster.")
+    return " Also, ".join(reasons)
+
+
+def check_length_bias(bias_fn: Callable, *, seeds=(0, 1, 2), steps: int = 150, long: int = 128,
+                      progress: bool = True) -> dict | None:
+    """Design check of lesson 05 (not graded): train the "who came last?" model with ``bias_fn``
+    added to its scores (``attnlab.tasks.who_came_last``, kind "bias") on streams of 8 to 16 tokens,
+    once per seed, and test it at 16 and at ``long`` tokens.
+
+    Any bias passes with which the mean accuracy over the seeds is at least ``LENGTH_BIAS_PASS`` at
+    both lengths; otherwise the message says what in the bias is likely to blame. Returns the
+    accuracies, {"short": [...], "long": [...]} (one per seed), or None while ``bias_fn`` is not written.
+    """
+    from attnlab.tasks import who_came_last as task
+
+    low, high = task.TRAIN_LENGTHS
+    try:
+        bias = _bias_values(bias_fn, long)
+    except NotImplementedError:
+        print("Exercise 4 is not written yet: write my_bias in the cell above, run it, then run this cell. "
+              "(This exercise is not graded.)")
+        return None
+    measured = {"short": [], "long": []}
+    for seed in seeds:
+        model, _ = task.train_length_model("bias", seed, steps=steps, bias_fn=bias_fn, progress=progress)
+        measured["short"].append(task.accuracy(model, high))
+        measured["long"].append(task.accuracy(model, long))
+    short, long_ = float(np.mean(measured["short"])), float(np.mean(measured["long"]))
+    summary = (f"trained on {low} to {high} tokens: accuracy {short:.0%} at {high} tokens, {long_:.0%} at {long} "
+               f"(mean of seeds {', '.join(map(str, seeds))}; "
+               f"{', '.join(f'{a:.0%}' for a in measured['long'])} at {long})")
+    if short >= LENGTH_BIAS_PASS and long_ >= LENGTH_BIAS_PASS:
+        print(f"✓ my_bias extrapolates: {summary}.")
+        return measured
+    raise CheckFailed(f"my_bias does not extrapolate yet ({summary}; {LENGTH_BIAS_PASS:.0%} needed at both): "
+                      + _why_not(bias, short, long_, low, high))

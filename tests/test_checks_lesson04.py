@@ -360,3 +360,94 @@ def test_only_the_modules_in_waits_for_reach_a_later_lesson():
              if owner(module).number > number}
     assert later == {(owner(module).number, lesson) for lesson, entries in WAITS_FOR.items()
                      for module, _, _ in entries}
+
+
+# ------------------------------------------------------------------ exercise 6 (not graded): uptraining
+
+
+def _sharing(build_kv):
+    """A share_kv_heads that copies queries and outputs and builds each shared k/v weight with
+    ``build_kv(old_weight, H, G, h)`` (old_weight: (H*h, d)), as the notebook's frame does."""
+    def share(attention, n_kv_heads):
+        H, G, h = attention.n_heads, n_kv_heads, attention.head_dim
+        shared = type(attention)(attention.d_model, H, n_kv_heads=G, bias=attention.q_proj.bias is not None,
+                                 rope_base=attention.rope_base).to(attention.q_proj.weight.dtype)
+        with torch.no_grad():
+            shared.q_proj.load_state_dict(attention.q_proj.state_dict())
+            shared.o_proj.load_state_dict(attention.o_proj.state_dict())
+            for name in ("k_proj", "v_proj"):
+                old, new = getattr(attention, name), getattr(shared, name)
+                new.weight.copy_(build_kv(old.weight, H, G, h))
+                if old.bias is not None:
+                    new.bias.copy_(build_kv(old.bias[:, None], H, G, h)[:, 0])
+        return shared
+    return share
+
+
+MEAN = _sharing(lambda w, H, G, h: w.unflatten(0, (G, H // G, h)).mean(1).flatten(0, 1))
+FIRST = _sharing(lambda w, H, G, h: w.unflatten(0, (G, H // G, h))[:, 0].flatten(0, 1))
+WEIGHTED = _sharing(lambda w, H, G, h: (w.unflatten(0, (G, H // G, h))
+                                        * torch.linspace(1, 2, H // G, dtype=w.dtype)[None, :, None, None]
+                                        / torch.linspace(1, 2, H // G).sum()).sum(1).flatten(0, 1))
+
+
+@pytest.mark.parametrize("share", [MEAN, FIRST, WEIGHTED], ids=["mean pooling", "first head", "weighted mean"])
+def test_share_kv_heads_accepts_any_construction_within_the_group(ref, share, capsys):
+    assert checks.check_share_kv_heads(share, ref.MultiHeadAttention) is True
+    assert capsys.readouterr().out.strip() == "✓ share_kv_heads: 5 checks passed"
+
+
+def test_share_kv_heads_says_what_is_wrong(ref):
+    cls = ref.MultiHeadAttention
+    tiled = _sharing(lambda w, H, G, h: w.unflatten(0, (H // G, G, h)).mean(0).flatten(0, 1))
+    fails(lambda f: checks.check_share_kv_heads(f, cls), tiled, "belongs to group 0", "repeat_kv")
+    summed = _sharing(lambda w, H, G, h: w.unflatten(0, (G, H // G, h)).sum(1).flatten(0, 1))
+    fails(lambda f: checks.check_share_kv_heads(f, cls), summed, "larger", "average them")
+    fresh = _sharing(lambda w, H, G, h: torch.randn(G * h, w.shape[-1], dtype=w.dtype))
+    fails(lambda f: checks.check_share_kv_heads(f, cls), fresh, "nothing changes", "exactly what the trained one does")
+
+    def in_place(attention, n_kv_heads):
+        out = MEAN(attention, n_kv_heads)
+        with torch.no_grad():
+            attention.q_proj.weight.mul_(1.0001)
+        return out
+    fails(lambda f: checks.check_share_kv_heads(f, cls), in_place, "changed q_proj.weight of the layer it was given")
+
+    def queries_pooled_too(attention, n_kv_heads):
+        out = MEAN(attention, n_kv_heads)
+        with torch.no_grad():
+            out.q_proj.weight.mul_(0.5)
+        return out
+    fails(lambda f: checks.check_share_kv_heads(f, cls), queries_pooled_too, "q_proj differs", "only keys and values")
+    fails(lambda f: checks.check_share_kv_heads(f, cls), lambda attention, g: attention, "returned the layer it was given")
+
+
+def test_unwritten_exercise_6_waits_instead_of_failing(ref, capsys):
+    def stub(*args):
+        raise NotImplementedError()
+    assert checks.check_share_kv_heads(stub, ref.MultiHeadAttention) is False
+    assert checks.check_kv_heads_choice(stub, {4: {"cache_mib": 1, "loss": 1.0}}, budget_mib=1, tolerance=0.1) is None
+    out = capsys.readouterr().out
+    assert "share_kv_heads is not written yet (exercise 6, not graded)" in out
+    assert "choose_kv_heads is not written yet" in out
+
+
+MEASURED = {4: {"cache_mib": 32, "loss": 1.33}, 2: {"cache_mib": 16, "loss": 1.48, "converted": 2.10},
+            1: {"cache_mib": 8, "loss": 1.60, "converted": 3.29}}
+
+
+def test_kv_heads_choice_accepts_every_choice_within_both_limits(capsys):
+    assert checks.check_kv_heads_choice(lambda m: 2, MEASURED, budget_mib=20, tolerance=0.2) == 2
+    for choice in (2, 1):  # a looser tolerance: both qualify, either is right
+        assert checks.check_kv_heads_choice(lambda m, c=choice: c, MEASURED, budget_mib=20, tolerance=0.3) == choice
+    assert checks.check_kv_heads_choice(lambda m: None, MEASURED, budget_mib=4, tolerance=0.2) is None
+    assert capsys.readouterr().out.count("✓ choose_kv_heads") == 4
+
+
+def test_kv_heads_choice_says_which_limit_a_wrong_choice_breaks():
+    def check(f):
+        return checks.check_kv_heads_choice(f, MEASURED, budget_mib=20, tolerance=0.2)
+    fails(check, lambda m: 4, "32 MiB, is over the budget of 20 MiB", "Meeting both limits: 2")
+    fails(check, lambda m: 1, "0.270 nats above", "more than the 0.2 you accept")
+    fails(check, lambda m: None, "you chose none", "the loss before the fine-tune does not count")
+    fails(check, lambda m: "2", "choose one of")

@@ -42,23 +42,58 @@ def test_heads_diagram_shows_each_head_and_rejects_bad_sizes():
         plots.heads_diagram(10, 3)
 
 
-def test_two_facts_kv_decode_and_pruning_figures():
-    accuracy = {"1 head": {"first": 0.9, "second": 0.2, "both": 0.18}, "2 heads": {"first": 1, "second": 1, "both": 1}}
-    fig = plots.two_facts_figure(accuracy, {"1 head: head 0": [0, .5, 0, .45, 0]}, range(5), (1, 3))
+def log_labels(ax, axis="y") -> list[str]:
+    """The labelled major ticks of a logarithmic axis, as the figure draws them."""
+    fig = ax.figure
+    fig.canvas.draw()
+    low, high = sorted(getattr(ax, f"get_{axis}lim")())
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    return [t.label1.get_text() for t in target.get_major_ticks()
+            if t.label1.get_visible() and t.label1.get_text() and low <= t.get_loc() <= high]
+
+
+def test_two_facts_figure_draws_bands_over_seeds_and_checks_lengths():
+    curves = {"1 head": ([0, 50, 100], [[0, 0.1, 0.2], [0, 0.2, 0.3], [0, 0.1, 0.4]]),
+              "2 heads": ([0, 50], [[0, 1], [0, 0.9], [0, 1]])}
+    fig = plots.two_facts_figure(curves, {"1 head": [0, .5, 0, .45, 0]}, range(5), (1, 3))
     labelled(fig)
-    assert len(fig.axes[0].patches) == 6  # 2 models × 3 bars
+    left = fig.axes[0]
+    assert [line.get_label() for line in left.get_lines()] == ["1 head (mean of 3 seeds)", "2 heads (mean of 3 seeds)"]
+    assert list(left.get_lines()[0].get_ydata()) == pytest.approx([0, 0.4 / 3, 0.3])
+    assert len(left.collections) == 2  # one band per model
+    assert fig.get_size_inches()[0] <= 9.6
     plt.close(fig)
+    with pytest.raises(ValueError, match="accuracies for 2 steps"):
+        plots.two_facts_figure({"x": ([0, 1], [[0, 1, 2]])}, {}, range(3), (1, 2))
+
+
+def test_kv_decode_and_pruning_figures_fit_and_label_their_log_axes():
     fig = plots.kv_cache_size_figure([4096, 32768], {"GQA": [0.14, 1.1], "MHA": [1.1, 9.0]}, model="M",
                                      reference=("weights", 5.8))
     labelled(fig)
+    assert len(log_labels(fig.axes[0])) >= 3
     plt.close(fig)
-    series = {"MHA": [1.0, 2.0, 4.0], "GQA": [0.9, 1.5, 2.5]}
-    fig = plots.decode_time_figure([256, 1024, 4096], series, series, series, title="t")
-    assert len(fig.axes) == 3
+    series = {"MHA": [4.1, 6.6, 25.0], "GQA": [4.3, 6.6, 28.4]}
+    narrow = {"MHA": [1.0, 1.1, 1.2], "GQA": [1.05, 1.1, 1.15]}
+    fig = plots.decode_time_figure([256, 2048, 16384], series, narrow, series, title="t")
+    assert len([ax for ax in fig.axes if ax.get_yscale() == "log"]) == 3
     labelled(fig)
+    for ax in fig.axes:
+        assert len(log_labels(ax)) >= 3 and log_labels(ax, "x") == ["256", "2,048", "16,384"]
+    assert fig.get_size_inches()[0] <= 9.6
     plt.close(fig)
     fig = plots.pruning_figure({"a": [0, 0.5, 1]}, {"a": [2.0, 2.1, 4.0]}, full_loss=2.0, title="p")
     labelled(fig)
+    plt.close(fig)
+
+
+def test_gqa_uptraining_figure_shows_losses_and_caches():
+    fig = plots.gqa_uptraining_figure({"2": {"converted": 2.1, "fine-tuned": 1.5}, "1": {"converted": 3.3, "fine-tuned": 1.6}},
+                                      {"4": 32, "2": 16, "1": 8}, full_loss=1.33, title="up")
+    labelled(fig)
+    losses, caches = fig.axes
+    assert len(losses.patches) == 4 and len(caches.patches) == 3
+    assert [t.get_text() for t in caches.texts] == ["32", "16", "8"]
     plt.close(fig)
 
 
@@ -67,6 +102,12 @@ def test_head_grid_draws_every_head_and_checks_shapes():
     fig = plots.head_grid(weights, list("abcd"), title="grid", names={(1, 2): "copies"})
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert "layer 1, head 2\ncopies" in titles and len([t for t in titles if t.startswith("layer")]) == 6
+    panels = [ax for ax in fig.axes if ax.get_title().startswith("layer")]
+    assert all((ax.get_xlabel(), ax.get_ylabel()) == ("key", "query") for ax in panels)  # positions, counting from 0
+    assert panels[0].get_xticks().tolist() == [0]
+    plt.close(fig)
+    fig = plots.head_grid(torch.softmax(torch.randn(1, 1, 32, 32), -1), [str(i) for i in range(32)], title="long")
+    assert fig.axes[0].get_xticks().tolist() == [0, 8, 16, 24]   # about four ticks, multiples of 4
     plt.close(fig)
     with pytest.raises(ValueError, match="n_layers, n_heads"):
         plots.head_grid(weights[0], list("abcd"), title="bad")
@@ -126,7 +167,7 @@ def test_head_scores_figure_writes_every_score_and_its_baseline():
         plots.head_scores_figure({"x": torch.zeros(3)}, {"x": 0.1}, title="bad")
 
 
-def test_induction_figure_draws_its_three_panels():
+def test_induction_figure_draws_its_four_panels():
     copied = {"all heads": 0.99, "induction heads masked": 0.15, "control": 0.98}
     weights = torch.eye(3, 4).roll(1, 1)
     fig = plots.induction_figure(copied, weights, [":", "a", "b"], [":", "a", "b", "c"], head="L2H3",

@@ -1,5 +1,7 @@
 """Visible checks of lesson 04: ``check_split_heads``, ``check_merge_heads``, ``check_repeat_kv``,
-``check_multi_head_attention``, ``check_kv_cache``, ``check_kv_cache_bytes``.
+``check_multi_head_attention``, ``check_kv_cache``, ``check_kv_cache_bytes``; and, for the ungraded
+exercise 6 (uptraining), ``check_share_kv_heads`` and ``check_kv_heads_choice``, which accept any
+answer that meets the exercise's conditions and say which condition another answer breaks.
 
 The references are PyTorch's own ``torch.nn.MultiheadAttention`` (weights copied across) and
 ``F.scaled_dot_product_attention(..., enable_gqa=True)``, and ``reference_multi_head_attention``
@@ -35,9 +37,11 @@ from attnlab.checks.common import (
 __all__ = [
     "check_kv_cache",
     "check_kv_cache_bytes",
+    "check_kv_heads_choice",
     "check_merge_heads",
     "check_multi_head_attention",
     "check_repeat_kv",
+    "check_share_kv_heads",
     "check_split_heads",
     "reference_multi_head_attention",
     "reference_rope",
@@ -757,3 +761,190 @@ def check_kv_cache_bytes(fn: Callable) -> None:
         ("float64, one layer, one head", lambda: compare(1, 1, 4, 5, torch.float64)),
         ("an empty cache is 0 bytes", lambda: compare(2, 2, 8, 0, torch.float16)),
     ])
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 6 (not graded): uptraining to grouped-query attention
+# --------------------------------------------------------------------------------------------
+
+
+def _not_written(fn: Callable, name: str, *args) -> bool:
+    """True (and says so) if ``fn(*args)`` still raises the notebook stub's NotImplementedError."""
+    try:
+        fn(*args)
+    except NotImplementedError:
+        print(f"… {name} is not written yet (exercise 6, not graded): what uses it below waits for it")
+        return True
+    except Exception:  # noqa: BLE001 (any other error is reported by the check's own cases)
+        return False
+    return False
+
+
+def _head_rows(weight: torch.Tensor, head: int, h: int) -> torch.Tensor:
+    return weight[head * h:(head + 1) * h]
+
+
+def check_share_kv_heads(fn: Callable, attention_cls: Callable) -> bool:
+    """Check ``share_kv_heads(attention, n_kv_heads)`` (exercise 6): any construction is accepted in
+    which shared key/value head j is made from the heads of group j alone (those that ``repeat_kv``
+    gives its query heads), no larger than the largest of them, with queries and output projection
+    unchanged, the layer given left as it was, and nothing changed when n_kv_heads = n_heads.
+    Returns True when every case passes, False (with a line saying so) while ``fn`` is not written."""
+    d_model, n_heads, h = 16, 4, 4
+
+    def layer(seed: int = 0, bias: bool = False) -> nn.Module:
+        return _build(attention_cls, seed, d_model, n_heads, bias=bias)
+
+    if _not_written(fn, "share_kv_heads", layer(), 2):
+        return False
+
+    def shared_of(attention: nn.Module, n_kv: int) -> nn.Module:
+        out = fn(attention, n_kv)
+        if not isinstance(out, nn.Module):
+            raise AssertionError(f"share_kv_heads returned a {type(out).__name__}, not a new attention layer")
+        if out is attention:
+            raise AssertionError("share_kv_heads returned the layer it was given: return a new layer")
+        for name in ("k_proj", "v_proj"):
+            weight = getattr(getattr(out, name, None), "weight", None)
+            if weight is None or tuple(weight.shape) != (n_kv * h, d_model):
+                got = None if weight is None else tuple(weight.shape)
+                raise AssertionError(
+                    f"share_kv_heads(layer, {n_kv}): {name}.weight has shape {got}; with {n_kv} key/value "
+                    f"heads of {h} features it must be ({n_kv * h}, {d_model})")
+        return out
+
+    def shapes_and_untouched(n_kv: int, bias: bool = False) -> None:
+        attention = layer(1, bias)
+        before = {k: v.clone() for k, v in _state(attention).items()}
+        out = shared_of(attention, n_kv)
+        for name, value in _state(attention).items():
+            if not torch.equal(value, before[name]):
+                raise AssertionError(f"share_kv_heads changed {name} of the layer it was given: build a new layer "
+                                     "and leave the trained one as it is")
+        for name in ("q_proj", "o_proj"):
+            if not torch.equal(getattr(out, name).weight.detach(), getattr(attention, name).weight.detach()):
+                raise AssertionError(f"{name} differs from the trained layer's: only keys and values are shared, "
+                                     "queries and the output projection stay as they are")
+        if bias and any(getattr(out, name).bias is None or getattr(out, name).bias.shape != (n_kv * h,)
+                        for name in ("k_proj", "v_proj")):
+            raise AssertionError(f"with bias=True, k_proj and v_proj of the new layer need biases of {n_kv * h} "
+                                 "entries (one per feature of the shared heads)")
+
+    def nothing_changes_with_every_head() -> None:
+        attention = layer(2)
+        out = shared_of(attention, n_heads)
+        x = torch.randn(2, 5, d_model, generator=_seeded(3), dtype=torch.float64)
+        with torch.no_grad():
+            assert_close(out(x, causal=True), attention(x, causal=True), what=f"share_kv_heads(layer, {n_heads})(x)",
+                         hint=f"with as many groups as heads ({n_heads}), each group is one head: the new layer "
+                              "must compute exactly what the trained one does")
+
+    def groups_and_scale(n_kv: int) -> None:
+        group = n_heads // n_kv
+        attention = layer(4)
+        base = shared_of(attention, n_kv)
+        again = shared_of(attention, n_kv)
+        for name in ("k_proj", "v_proj"):
+            trained = getattr(attention, name).weight.detach()
+            shared = getattr(base, name).weight.detach()
+            if not torch.equal(shared, getattr(again, name).weight.detach()):
+                raise AssertionError(
+                    f"share_kv_heads gave a different {name} twice for the same layer: the shared heads should come "
+                    "from the trained heads alone, not from random numbers (Ainslie et al. found random starting "
+                    "weights the worst)")
+            used = set()
+            for head in range(n_heads):
+                nudged = copy_layer(attention)
+                with torch.no_grad():
+                    _head_rows(getattr(nudged, name).weight, head, h).add_(0.5)
+                moved = getattr(shared_of(nudged, n_kv), name).weight.detach()
+                changed = [j for j in range(n_kv) if not torch.equal(_head_rows(moved, j, h), _head_rows(shared, j, h))]
+                wrong = [j for j in changed if j != head // group]
+                if wrong:
+                    raise AssertionError(
+                        f"share_kv_heads(layer, {n_kv}): changing {name} of head {head} changed shared head "
+                        f"{wrong[0]}, but head {head} belongs to group {head // group}: repeat_kv gives query heads "
+                        f"{head // group * group} to {head // group * group + group - 1} shared head {head // group}, "
+                        f"so build shared head j from heads j*{group} to j*{group} + {group - 1} only")
+                used.update(changed)
+            unused = sorted(set(range(n_kv)) - used)
+            if unused:
+                raise AssertionError(
+                    f"share_kv_heads(layer, {n_kv}): shared {name[0]} head {unused[0]} does not depend on the trained "
+                    f"heads of its group: it throws away what the model learned (Ainslie et al. found random "
+                    "starting weights the worst); make it from the heads of its group")
+            for j in range(n_kv):
+                largest = max(float(_head_rows(trained, i, h).norm()) for i in range(j * group, (j + 1) * group))
+                size = float(_head_rows(shared, j, h).norm())
+                if size > largest * (1 + 1e-6):
+                    raise AssertionError(
+                        f"share_kv_heads(layer, {n_kv}): shared {name[0]} head {j} is larger (norm {size:.3f}) than "
+                        f"any head of its group (at most {largest:.3f}): a sum of {group} heads makes the scores "
+                        f"(or the values) about {group} times too large; average them instead")
+
+    run_checks("share_kv_heads", [
+        ("a new layer with 2 shared key/value heads; the trained one unchanged", lambda: shapes_and_untouched(2)),
+        ("1 shared key/value head (multi-query), with biases", lambda: shapes_and_untouched(1, bias=True)),
+        ("with as many groups as heads, nothing changes", nothing_changes_with_every_head),
+        ("each shared head made from its own group, on its scale (2 groups)", lambda: groups_and_scale(2)),
+        ("each shared head made from its own group, on its scale (1 group)", lambda: groups_and_scale(1)),
+    ])
+    return True
+
+
+def copy_layer(module: nn.Module) -> nn.Module:
+    """A deep copy of ``module`` (so the check can nudge one head's weights)."""
+    import copy
+
+    return copy.deepcopy(module)
+
+
+def check_kv_heads_choice(fn: Callable, measured: dict, *, budget_mib: float, tolerance: float):
+    """Check ``choose_kv_heads(measured)`` (exercise 6): any choice whose cache fits ``budget_mib`` and
+    whose loss is at most ``tolerance`` above the original model's (the largest number of key/value
+    heads in ``measured``) is accepted; None is accepted only when no choice meets both. Returns the
+    choice (None while ``fn`` is not written).
+
+    measured: {key/value heads: {"cache_mib": ..., "loss": ... (the model you would serve), and
+    optionally "converted": the loss before the fine-tune}}."""
+    if _not_written(fn, "choose_kv_heads", measured):
+        return None
+    original = max(measured)
+    limit = measured[original]["loss"] + tolerance
+
+    def reasons(G) -> list[str]:
+        m = measured[G]
+        found = []
+        if m["cache_mib"] > budget_mib:
+            found.append(f"its cache, {m['cache_mib']:g} MiB, is over the budget of {budget_mib:g} MiB")
+        if m["loss"] > limit:
+            found.append(f"its loss, {m['loss']:.3f}, is {m['loss'] - measured[original]['loss']:.3f} nats above the "
+                         f"original's {measured[original]['loss']:.3f}, more than the {tolerance:g} you accept")
+        return found
+
+    allowed = [G for G in measured if not reasons(G)]
+    choice = {}
+
+    def decide() -> None:
+        got = fn(measured)
+        choice["value"] = got
+        if got is None:
+            if allowed:
+                converted = [f"{G} ({measured[G]['converted'] - measured[original]['loss']:+.2f} as converted)"
+                             for G in allowed if "converted" in measured[G]]
+                raise AssertionError(
+                    f"you chose none, but {', '.join(str(G) for G in allowed)} key/value head(s) meet both limits"
+                    + (f"; the loss before the fine-tune does not count, you serve the fine-tuned model: "
+                       f"{', '.join(converted)}" if converted else ""))
+            return
+        if got not in measured:
+            raise AssertionError(f"choose_kv_heads returned {got!r}: choose one of {sorted(measured, reverse=True)} "
+                                 "(key/value heads per layer), or None")
+        why = reasons(got)
+        if why:
+            raise AssertionError(f"{got} key/value head(s) per layer: " + "; and ".join(why)
+                                 + (f". Meeting both limits: {' or '.join(str(G) for G in allowed)} key/value head(s)" if allowed else ""))
+
+    run_checks("choose_kv_heads", [(f"a cache of at most {budget_mib:g} MiB, a loss at most {tolerance:g} nats "
+                                    "above the original's", decide)])
+    return choice.get("value")

@@ -4,7 +4,10 @@ A sequence of random symbols; at position i the answer is the pair (token at i -
 token at i - offsets[1]), by default the tokens 1 and 3 places back. Both facts sit at different
 positions, so an attention head that fetches both at once must split its weights between them,
 and what it returns is a blend of the two (Vaswani et al., 2017, section 3.2.2: "with a single
-attention head, averaging inhibits this"). With two heads, each fetches one fact.
+attention head, averaging inhibits this"). With two heads, each fetches one fact. One head is not
+hopeless: if its two weights differ, or change with the tokens, the blend still tells which token
+sat where, and a read-out can learn to decode it; lesson 04 measures how much longer that takes
+(``train_with_curve``).
 
 ``TwoFactsModel`` is the smallest model that can show it: embeddings (token plus learned position),
 one causal ``attnlab.multihead.MultiHeadAttention`` layer (yours, unless you borrowed the
@@ -14,6 +17,7 @@ does not depend on the number of heads, so 1, 2 or 4 heads compare fairly.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from dataclasses import dataclass
 
@@ -21,7 +25,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["TwoFactsBatch", "TwoFactsModel", "accuracy", "loss", "make_batch"]
+from attnlab.train import train
+
+__all__ = ["TwoFactsBatch", "TwoFactsModel", "accuracy", "loss", "make_batch", "train_with_curve"]
 
 IGNORE = -100  # target of the first positions, which have no fact that far back
 
@@ -93,3 +99,38 @@ def accuracy(model: TwoFactsModel, batch: TwoFactsBatch) -> dict[str, float]:
     right = predicted == batch.targets[:, start:]
     return {"first": right[..., 0].float().mean().item(), "second": right[..., 1].float().mean().item(),
             "both": right.all(-1).float().mean().item()}
+
+
+def train_with_curve(model: TwoFactsModel, steps: int, held_out: TwoFactsBatch, *, every: int = 50,
+                     batch_size: int = 64, lr: float = 3e-3, seed: int = 0, keep_at: tuple[int, ...] = (),
+                     desc: str = "training") -> tuple[list[tuple[int, dict[str, float]]], dict[int, TwoFactsModel]]:
+    """Train ``model`` in place (``attnlab.train.train``: Adam, fresh batches seeded by ``seed``) and
+    measure its accuracy on ``held_out`` every ``every`` steps.
+
+    Returns (curve, kept): curve, a list of (steps done, ``accuracy(model, held_out)``) from 0 to
+    ``steps``; kept, a copy of the model after each number of steps in ``keep_at``.
+    """
+    if every < 1 or steps < 1:
+        raise ValueError(f"steps and every must be at least 1, got {steps} and {every}")
+    curve: list[tuple[int, dict[str, float]]] = []
+    kept: dict[int, TwoFactsModel] = {}
+    done = 0
+
+    # train() calls the loss once per step, before that step's update: the model has then had
+    # `done` updates, which is when to measure it (the held-out batch is never trained on).
+    def measured_loss(model: TwoFactsModel, batch: TwoFactsBatch) -> torch.Tensor:
+        nonlocal done
+        if done % every == 0:
+            curve.append((done, accuracy(model, held_out)))
+        if done in keep_at:
+            kept[done] = copy.deepcopy(model)
+        done += 1
+        return loss(model, batch)
+
+    length, vocab = model.position.num_embeddings, model.vocab
+    train(model, lambda g: make_batch(batch_size, length, vocab, held_out.offsets, generator=g), measured_loss,
+          steps=steps, lr=lr, seed=seed, desc=desc)
+    curve.append((steps, accuracy(model, held_out)))  # the loop measured up to steps - 1
+    if steps in keep_at:
+        kept[steps] = copy.deepcopy(model)
+    return curve, kept

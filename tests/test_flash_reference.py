@@ -472,6 +472,88 @@ def test_the_warm_up_kernel_under_the_interpreter_matches_torch_softmax(python):
     assert results["0x8 float32"]["shape"] == [0, 8]
 
 
+def test_the_online_softmax_kernel_is_complete_in_the_stub_and_its_launcher_refuses_bad_input(flash, stub):
+    # the step between the warm-up and exercise 4 is finished code to read, in the learner's file too
+    for module in (flash, stub):
+        source = module.kernel_source(module.online_softmax_kernel)
+        assert source.startswith("def online_softmax_kernel(") and "for start in range(0, n_cols, BLOCK_N)" in source
+        assert module._unwritten(module.online_softmax_kernel) is None
+    for x, block_n, error, match in [(torch.randn(3, 4, 5), 16, ValueError, "2-d"),
+                                     (torch.randn(3, 5).double(), 16, TypeError, "float64"),
+                                     (torch.randn(3, 5), 24, ValueError, "power of two"),
+                                     (torch.randn(3, 5), 8, ValueError, "at least 16")]:
+        with pytest.raises(error, match=match):
+            flash.online_softmax_triton(x, block_n=block_n)
+
+
+_ONLINE_SOFTMAX_SCRIPT = """
+import json, math, torch
+from attnlab import flash
+results = {}
+for rows, cols, block_n, dtype in ((5, 1000, 128, "float32"), (33, 37, 16, "float32"), (3, 300, 64, "float16"),
+                                   (1, 1, 16, "float32"), (4, 0, 16, "float32")):
+    x = (4 * torch.randn(rows, cols, generator=torch.Generator().manual_seed(cols))).to(getattr(torch, dtype))
+    if rows > 2 and cols > 2:
+        x[1, : cols // 2] = -math.inf  # masked entries in one row
+        x[2] = -math.inf               # a row that sees nothing
+    y, lse = flash.online_softmax_triton(x, block_n=block_n)
+    want_y = torch.softmax(x.double(), -1).nan_to_num(0.0)
+    want_lse = torch.logsumexp(x.double(), -1)
+    finite = torch.isfinite(want_lse)
+    results[f"{rows}x{cols}/{block_n} {dtype}"] = {
+        "dtype": str(y.dtype), "lse_dtype": str(lse.dtype), "shape": list(y.shape),
+        "error": (y.double() - want_y).abs().max().item() if x.numel() else 0.0,
+        "lse_error": (lse.double()[finite] - want_lse[finite]).abs().max().item() if finite.any() else 0.0,
+        "empty_rows_right": bool((lse[~finite] == -math.inf).all()) and bool((y[~finite] == 0).all()),
+    }
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.skipif(CUDA, reason="the interpreter test is for machines without a GPU")
+def test_the_online_softmax_kernel_under_the_interpreter_matches_torch(python):
+    require_triton()
+    done = python(_ONLINE_SOFTMAX_SCRIPT, env={"TRITON_INTERPRET": "1"})  # the stub's kernel is complete
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, result in results.items():
+        tolerance = 2e-3 if "float16" in name else 1e-6
+        assert result["error"] < tolerance and result["lse_error"] < 1e-5, (name, result)
+        assert result["empty_rows_right"] and result["lse_dtype"] == "torch.float32", (name, result)
+    assert results["3x300/64 float16"]["dtype"] == "torch.float16"
+    assert results["4x0/16 float32"]["shape"] == [4, 0]
+
+
+_COMPILE_SCRIPT = """
+import triton
+from triton.backends.compiler import GPUTarget
+from attnlab import flash
+compiled = {}
+for name, kernel, signature, constants in (
+    ("online_softmax_kernel", flash.online_softmax_kernel,
+     {"X": "*fp16", "Y": "*fp16", "Lse": "*fp32", "n_rows": "i32", "n_cols": "i32", "stride_x": "i32",
+      "stride_y": "i32", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr"}, {"BLOCK_M": 16, "BLOCK_N": 128}),
+    ("softmax_rows_kernel", flash.softmax_rows_kernel,
+     {"X": "*fp32", "Y": "*fp32", "n_cols": "i32", "stride_x": "i32", "stride_y": "i32", "BLOCK": "constexpr"},
+     {"BLOCK": 1024}),
+):
+    source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constants)
+    compiled[name] = sorted(triton.compile(source, target=GPUTarget("cuda", 90, 32)).asm)
+print(compiled)
+"""
+
+
+def test_the_finished_kernels_compile_for_a_gpu_without_one(python):
+    """Compiled for an H100/H200 (sm_90) by Triton's own compiler, which needs no GPU: a kernel that
+    only the interpreter has run could still fail to type-check where learners compile it."""
+    require_triton()
+    if importlib.util.find_spec("triton.backends.nvidia") is None:
+        pytest.skip("Triton's NVIDIA backend is not installed")
+    done = python(_COMPILE_SCRIPT, env={"TRITON_INTERPRET": "0"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("'cubin'") == 2, done.stdout[-2000:]
+
+
 @pytest.mark.skipif(CUDA, reason="the interpreter test is for machines without a GPU")
 def test_triton_stub_raises_not_implemented_error_under_the_interpreter(python):
     require_triton()
@@ -532,6 +614,18 @@ def test_gpu_warm_up_kernel(flash):
         y = flash.softmax_triton(x)
         assert y.dtype == dtype and y.device.type == "cuda"
         torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), rtol=1e-2, atol=1e-2)
+
+
+@gpu
+def test_gpu_online_softmax_kernel(flash):
+    require_triton()
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x = randn(33, 1000, seed=98, dtype=dtype).cuda()
+        x[1, :500] = -math.inf
+        y, lse = flash.online_softmax_triton(x, block_n=128)
+        assert y.dtype == dtype and lse.dtype == torch.float32 and y.device.type == "cuda"
+        torch.testing.assert_close(y.double(), torch.softmax(x.double(), -1), rtol=1e-2, atol=1e-2)
+        torch.testing.assert_close(lse.double(), torch.logsumexp(x.double(), -1), rtol=1e-4, atol=1e-4)
 
 
 @gpu

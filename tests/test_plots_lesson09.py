@@ -54,6 +54,43 @@ def test_the_online_softmax_figure_agrees_with_softmax_once_every_block_is_read(
     np.testing.assert_allclose(exact, torch.softmax(torch.tensor(SOFTMAX_ROW, dtype=torch.float64), 0).numpy())
 
 
+def test_the_running_maximums_label_stays_inside_the_frame():
+    # Issue 35: the "running max" label collided with the frame when the maximum was the tallest score
+    for blocks_read in (1, 3, 4):
+        fig = plots.online_softmax_figure(blocks_read=blocks_read, block_size=3)
+        fig.canvas.draw()
+        top = fig.axes[0]
+        frame = top.get_window_extent()
+        label = next(t for t in top.texts if t.get_text().startswith("running max"))
+        box = label.get_window_extent()
+        assert frame.y0 <= box.y0 and box.y1 <= frame.y1 and frame.x0 <= box.x0 and box.x1 <= frame.x1
+
+
+def test_the_blocks_read_slider_ends_at_the_last_block():
+    """Issue 35: the slider ran 0-12 whatever the block size; now its end follows the block size,
+    and a value past the new end comes down with it (and the figure redraws)."""
+    import ipywidgets as widgets
+
+    view = FigureView(plots.online_softmax_figure,
+                      {"blocks_read": slider("blocks read", 0, 4, value=3),
+                       "block_size": choice("block size", [1, 2, 3, 4, 6, 12], value=3)},
+                      "The online softmax, block by block")
+    inputs = {name: control.widget() for name, control in view.controls.items()}
+    for name, widget in inputs.items():  # as attnlab.interactive wires them
+        widget.observe(lambda change, name=name: view.redraw(**{name: change["new"]}), names="value")
+    view.widgets = {"inputs": inputs}
+    plots.bound_blocks_slider(view)
+    assert isinstance(inputs["blocks_read"], widgets.IntSlider) and inputs["blocks_read"].max == 4
+    inputs["block_size"].value = 6
+    assert inputs["blocks_read"].max == 2 and inputs["blocks_read"].value == 2
+    assert view.values == {"blocks_read": 2, "block_size": 6}
+    assert "2 of 2 read" in view.figure().axes[0].get_title()
+    inputs["block_size"].value = 1
+    assert inputs["blocks_read"].max == 12 and inputs["blocks_read"].value == 2
+    plots.bound_blocks_slider(FigureView(plots.online_softmax_figure,
+                                         {"blocks_read": slider("blocks read", 0, 4, value=2)}, "static"))
+
+
 def test_the_interactive_figure_redraws_when_a_control_moves():
     view = FigureView(plots.online_softmax_figure,
                       {"blocks_read": slider("blocks read", 0, 12, value=2),
@@ -111,3 +148,26 @@ def test_the_gpu_results_figure_draws_each_setting():
     assert all(ax.get_xlabel() and ax.get_ylabel() and ax.get_title() for ax in fig.axes)
     with pytest.raises(ValueError):
         plots.gpu_results_figure([], "nothing")
+
+
+def test_the_backward_cost_figure_draws_one_bar_per_method_and_n():
+    fig = plots.backward_cost_figure([1024, 2048], {"naive": [10.0, 40.0], "tiled": [9.0, 30.0]},
+                                     {"naive": [12.0, 48.0], "tiled": [5.0, 6.0]}, title="test")
+    left, right = fig.axes
+    assert len(left.patches) == len(right.patches) == 4
+    assert [p.get_height() for p in right.patches] == [12.0, 48.0, 5.0, 6.0]
+    assert right.get_yscale() == "log" and "MiB" in right.get_ylabel() and "ms" in left.get_ylabel()
+    assert [t.get_text() for t in left.get_xticklabels()] == ["1024", "2048"] and fig._suptitle
+
+
+def test_the_allocator_figure_puts_both_settings_side_by_side():
+    times = {"default": {"naive": {3072: 60.0, 4096: 120.0}, "tiled PyTorch": {3072: 40.0, 4096: 70.0}},
+             "memory reused": {"naive": {3072: 38.0, 4096: 68.0}, "tiled PyTorch": {3072: 34.0, 4096: 58.0}}}
+    fig = plots.allocator_figure(times, title="test", labels={"tiled PyTorch": "tiled (yours)"})
+    assert [ax.get_title() for ax in fig.axes] == ["n = 3072", "n = 4096"]
+    first = fig.axes[0]
+    assert sorted(p.get_height() for p in first.patches) == [34.0, 38.0, 40.0, 60.0]
+    assert [t.get_text() for t in first.get_xticklabels()] == ["naive", "tiled\n(yours)"]
+    assert all(ax.get_xlabel() and "ms" in ax.get_ylabel() for ax in fig.axes)
+    with pytest.raises(ValueError, match="no times"):
+        plots.allocator_figure({"default": {}}, title="empty")

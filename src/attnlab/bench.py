@@ -13,8 +13,12 @@
   ``attnlab.cost.attention_flops`` (see ``cost_function``).
 - ``naive_attention``, ``cpu_comparison``, ``gpu_comparison``, ``gpu_accuracy``: lesson 09's grid;
   ``time_calls``: several calls timed interleaved, robust to other programs' load.
+- ``ALLOCATOR_SETTINGS``, ``cpu_times``, ``allocator_comparison``: lesson 09's allocator
+  experiment, naive, tiled and SDPA attention timed (with their page faults) under glibc's default
+  allocator and with freed memory kept for reuse, each setting in a fresh Python process.
 - ``python -m attnlab.bench flash --out FILE``: the whole benchmark of lesson 09 (CPU always, GPU
-  when CUDA is available), written as JSON with the device, date and library versions;
+  when CUDA is available), written as JSON with the device, date and library versions; its CPU
+  goals are measured under both allocator settings and printed side by side;
   ``load_recorded("flash_gpu")`` reads the GPU run shipped with the course, if one was recorded,
   and ``format_recorded`` describes it.
 """
@@ -29,6 +33,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -738,43 +743,222 @@ def gpu_accuracy(flash, *, n: int = 2048, batch: int = 2, heads: int = 8,
 
 
 # --------------------------------------------------------------------------------------------
+# glibc's allocator: fresh memory against memory reused (lesson 09), one process per setting
+# --------------------------------------------------------------------------------------------
+
+# glibc's malloc serves a request above its mmap threshold (128 KiB at first, raised as large
+# blocks are freed, to at most 32 MiB on 64-bit Linux) with fresh pages from the operating system
+# and hands them back when the block is freed, so the next call's first write to each 4 KiB page
+# faults. With these settings it keeps every freed block for reuse instead. glibc reads them when
+# a process starts, so each setting needs a process of its own; other C libraries (macOS,
+# Windows) ignore them, and there the two settings should measure the same.
+MEMORY_REUSED_ENV = {"MALLOC_MMAP_THRESHOLD_": "2000000000", "MALLOC_TRIM_THRESHOLD_": "4000000000"}
+ALLOCATOR_SETTINGS = {"default": {}, "memory reused": MEMORY_REUSED_ENV}
+CPU_IMPLS = ("naive", "tiled PyTorch", "SDPA (CPU)")
+_RESULT_MARK = "@@attnlab.bench result@@ "
+
+
+def page_faults() -> int | None:
+    """Minor page faults so far: the calling thread's when torch uses one thread (it then does all
+    the work), else the whole process's; None where ``resource.getrusage`` is missing (Windows)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    import torch
+
+    who = resource.RUSAGE_THREAD if (torch.get_num_threads() == 1
+                                     and hasattr(resource, "RUSAGE_THREAD")) else resource.RUSAGE_SELF
+    return resource.getrusage(who).ru_minflt
+
+
+def _cpu_impls(flash) -> dict[str, Callable]:
+    return dict(zip(CPU_IMPLS, (naive_attention, flash.flash_attention_torch, sdpa_attention)))
+
+
+def cpu_times(flash, ns: Sequence[int], *, d: int = 64, repeats: int = 5, threads: int | None = 1,
+              clock: str = "thread", seed: int = 0) -> list[dict]:
+    """Naive, tiled (``flash.flash_attention_torch``) and SDPA attention at each n, in this
+    process (so under its allocator setting): float32, batch 1, one head, not causal, timed in
+    turn by ``time_calls`` after four rounds of warm-up, each timed call's minor page faults
+    counted as well. The largest n goes first: by the time the timing starts, an allocator that
+    keeps freed memory has grown its heap enough to serve nearly every later call from it.
+
+    Returns one record per (n, implementation): ``impl``, ``n``, ``d``, ``threads``, ``clock``,
+    ``median_s``, ``min_s``, ``page_faults`` (of the median timed call: the median of the
+    counts, see ``page_faults``; None where not counted) and ``error`` (what the implementation raised, once; it is then
+    skipped at the other n).
+    """
+    import torch
+
+    records, failed = [], {}
+    with torch_threads(threads), torch.no_grad():
+        for n in sorted(ns, reverse=True):
+            q, k, v = _inputs(1, 1, n, d, torch.float32, "cpu", seed)
+            calls = {}
+            for name, fn in _cpu_impls(flash).items():
+                call = lambda fn=fn: _first(fn(q, k, v, causal=False))  # noqa: E731
+                if name not in failed:
+                    try:
+                        call()  # warm-up, and does it run at all?
+                    except Exception as error:  # noqa: BLE001 - recorded, the others go on
+                        failed[name] = _error_text(error)
+                        records.append({"impl": name, "n": n, "d": d, "error": failed[name]})
+                        continue
+                    calls[name] = call
+            for _ in range(3):
+                for call in calls.values():
+                    call()
+            faults = {name: [] for name in calls}
+
+            def counted(name, call):
+                def run():
+                    before = page_faults()
+                    call()
+                    if before is not None:
+                        faults[name].append(page_faults() - before)
+                return run
+
+            timings = time_calls({name: counted(name, call) for name, call in calls.items()},
+                                 repeats=repeats, warmup=0, clock=clock)
+            for name, timing in timings.items():
+                records.append({"impl": name, "n": n, "d": d, "threads": torch.get_num_threads(),
+                                "clock": clock, "median_s": timing["median_s"],
+                                "min_s": timing["min_s"],
+                                "page_faults": statistics.median(faults[name]) if faults[name] else None,
+                                "error": None})
+    return records
+
+
+def in_fresh_process(arguments: Sequence[str], env: dict[str, str] | None = None,
+                     timeout: float = 900) -> object:
+    """Run ``python -m attnlab.bench <arguments>`` in a new Python process, with this process's
+    environment less glibc's allocator settings, plus ``env``; return the JSON result it prints.
+
+    A fresh process is the only way to change the allocator's settings, which glibc reads once at
+    start. It inherits the working directory, so it finds the same ``attnlab.flash``."""
+    environment = {name: value for name, value in os.environ.items() if name not in MEMORY_REUSED_ENV}
+    environment.update(env or {})
+    command = [sys.executable, "-m", "attnlab.bench", *map(str, arguments)]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout)
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(_RESULT_MARK):
+            return json.loads(line[len(_RESULT_MARK):])
+    raise RuntimeError(f"`python -m attnlab.bench {' '.join(command[3:])}` gave no result (exit "
+                       f"{done.returncode}): {(done.stderr or done.stdout)[-1500:]}")
+
+
+def allocator_comparison(ns: Sequence[int], *, d: int = 64, repeats: int = 5, threads: int = 1,
+                         clock: str = "thread", implementation: str = "reference",
+                         timeout: float = 900) -> dict[str, list[dict]]:
+    """``cpu_times`` under each of ``ALLOCATOR_SETTINGS``, each in a fresh Python process
+    (``python -m attnlab.bench cpu-times``): setting name -> its records.
+
+    implementation: ``"reference"``, the course's ``attnlab.flash``, or ``"yours"``, the one the
+    import finds (your file, beside the notebook or in ``src/attnlab``).
+    """
+    if implementation not in ("reference", "yours"):
+        raise ValueError(f"implementation must be 'reference' or 'yours', got {implementation!r}")
+    arguments = ["cpu-times", "--ns", *ns, "--d", d, "--repeats", repeats, "--threads", threads,
+                 "--clock", clock] + (["--yours"] if implementation == "yours" else [])
+    return {name: in_fresh_process(arguments, env, timeout) for name, env in ALLOCATOR_SETTINGS.items()}
+
+
+def times_by(records: Iterable[dict], value: str = "min_s") -> dict[str, dict[int, float]]:
+    """impl -> {n: value} over the records of ``cpu_times`` that ran."""
+    out: dict[str, dict[int, float]] = {}
+    for record in records:
+        if not record.get("error"):
+            out.setdefault(record["impl"], {})[record["n"]] = record[value]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Performance goals of lesson 09 (printed by the benchmark command)
 # --------------------------------------------------------------------------------------------
 
+# With memory reused, tiled attention in PyTorch must keep up with naive attention and come
+# within reach of PyTorch's C++ kernel at every thread count measured; its extra memory at
+# n = 16384 stays far below one n x n matrix (1 GiB in float32).
+GOAL_VS_NAIVE = 0.95
+GOAL_VS_SDPA = 0.6
+GOAL_MEMORY_BYTES = 64 * MiB
 
-def cpu_goals(flash, *, n: int = 4096, d: int = 64, memory_n: int = 16384,
+
+def cpu_goals(flash, *, n: int = 4096, d: int = 64, memory_n: int | None = 16384,
               repeats: int = 7, threads: int | None = None) -> dict:
-    """The CPU goals: at n=4096, d=64, float32 (batch 1, one head), the tiled PyTorch version at
-    least 2x naive attention's speed and at least 0.5x CPU SDPA's; its extra memory at n=16384
-    under 64 MiB. ``threads``: CPU threads for torch (None: its current setting)."""
-    with torch_threads(threads):
-        return _cpu_goals(flash, n, d, memory_n, repeats)
-
-
-def _cpu_goals(flash, n, d, memory_n, repeats) -> dict:
+    """One thread count's CPU measurements for the goals, in this process (so under its
+    allocator setting): at n, d, float32, batch 1, one head, the wall-clock median of naive,
+    tiled and SDPA attention (``time_s``), the page faults of the median call (``page_faults``), and
+    ``tiled_vs_naive`` = naive's time / tiled's and ``tiled_vs_sdpa`` = SDPA's time / tiled's
+    (speeds relative to tiled's: above 1, tiled is faster). ``memory_n``: also the tiled
+    version's peak extra memory there (``tiled_memory_bytes``; None: not measured).
+    ``threads``: CPU threads for torch (None: its current setting)."""
     import torch
 
-    records = {
-        name: measure(name, fn, batch=1, heads=1, n=n, d=d, repeats=repeats, warmup=2, memory=False)
-        for name, fn in (("naive", naive_attention), ("tiled PyTorch", flash.flash_attention_torch),
-                         ("SDPA (CPU)", sdpa_attention))
-    }
-    big = measure("tiled PyTorch", flash.flash_attention_torch, batch=1, heads=1, n=memory_n, d=d,
-                  repeats=1, warmup=0)
-    t = {name: record["time_s"] for name, record in records.items()}
-    goals = {"n": n, "d": d, "dtype": "float32", "batch": 1, "heads": 1,
-             "threads": torch.get_num_threads(),
-             "time_s": t, "errors": {k: r["error"] for k, r in records.items() if r["error"]},
-             "memory_n": memory_n, "tiled_memory_bytes": big["memory_bytes"]}
-    if all(t.values()):
-        goals["speedup_vs_naive"] = t["naive"] / t["tiled PyTorch"]
-        goals["speed_vs_sdpa"] = t["SDPA (CPU)"] / t["tiled PyTorch"]
-        goals["met"] = {
-            "at least 2x naive": goals["speedup_vs_naive"] >= 2.0,
-            "at least 0.5x CPU SDPA": goals["speed_vs_sdpa"] >= 0.5,
-            "extra memory at n=16384 under 64 MiB": (big["memory_bytes"] or math.inf) < 64 * MiB,
-        }
+    with torch_threads(threads):
+        records = cpu_times(flash, [n], d=d, repeats=repeats, threads=None, clock="wall")
+        goals = {"n": n, "d": d, "dtype": "float32", "batch": 1, "heads": 1,
+                 "threads": torch.get_num_threads(), "repeats": repeats,
+                 "time_s": {r["impl"]: r["median_s"] for r in records if not r["error"]},
+                 "page_faults": {r["impl"]: r["page_faults"] for r in records if not r["error"]},
+                 "errors": {r["impl"]: r["error"] for r in records if r["error"]},
+                 "memory_n": memory_n, "tiled_memory_bytes": None}
+        if memory_n:
+            big = measure("tiled PyTorch", flash.flash_attention_torch, batch=1, heads=1,
+                          n=memory_n, d=d, repeats=1, warmup=0)
+            goals["tiled_memory_bytes"] = big["memory_bytes"]
+    t = goals["time_s"]
+    if len(t) == len(CPU_IMPLS):
+        goals["tiled_vs_naive"] = t["naive"] / t["tiled PyTorch"]
+        goals["tiled_vs_sdpa"] = t["SDPA (CPU)"] / t["tiled PyTorch"]
     return goals
+
+
+def goal_thread_counts() -> list[int]:
+    """The thread counts the goals are measured at: torch's setting, and one thread."""
+    import torch
+
+    return sorted({torch.get_num_threads(), 1}, reverse=True)
+
+
+def _goals_here(flash, quick: bool) -> list[dict]:
+    """``cpu_goals`` at every count of ``goal_thread_counts``, in this process; the extra memory
+    once (it is counted on one thread whatever the setting: see ``peak_memory``)."""
+    sizes = dict(n=256, memory_n=512, repeats=1) if quick else {}
+    goals = []
+    for index, threads in enumerate(goal_thread_counts()):
+        if index:
+            sizes["memory_n"] = None
+        goals.append(cpu_goals(flash, threads=threads, **sizes))
+    return goals
+
+
+def allocator_goals(*, quick: bool = False, implementation: str = "reference",
+                    timeout: float = 1800) -> dict:
+    """The CPU goals under each of ``ALLOCATOR_SETTINGS``, each in a fresh process
+    (``python -m attnlab.bench cpu-goals``).
+
+    Returns ``{"allocators": {setting: [cpu_goals at each thread count]}, "met": {goal: bool}}``.
+    The speed goals are judged with memory reused (the algorithms, not the allocator); with the
+    default allocator both are reported (``format_cpu_goals`` says what the difference is made of).
+    """
+    arguments = ["cpu-goals"] + (["--quick"] if quick else []) + (
+        ["--yours"] if implementation == "yours" else [])
+    allocators = {name: in_fresh_process(arguments, env, timeout)
+                  for name, env in ALLOCATOR_SETTINGS.items()}
+    met = {}
+    for goals in allocators["memory reused"]:
+        threads = f"{goals['threads']} thread{'s' if goals['threads'] > 1 else ''}"
+        met[f"with memory reused, tiled at least {GOAL_VS_NAIVE}x naive's speed at {threads}"] = (
+            goals.get("tiled_vs_naive", 0) >= GOAL_VS_NAIVE)
+        met[f"with memory reused, tiled at least {GOAL_VS_SDPA}x CPU SDPA's speed at {threads}"] = (
+            goals.get("tiled_vs_sdpa", 0) >= GOAL_VS_SDPA)
+    for name, goals in allocators.items():
+        memory = goals[0]["tiled_memory_bytes"]
+        met[f"{name}: extra memory at n={goals[0]['memory_n']} under "
+            f"{GOAL_MEMORY_BYTES // MiB} MiB"] = memory is not None and memory < GOAL_MEMORY_BYTES
+    return {"allocators": allocators, "met": met}
 
 
 def gpu_goals(records: list[dict], n: int = 8192) -> list[dict]:
@@ -866,12 +1050,12 @@ def run_flash_benchmark(*, quick: bool = False, gpu: bool = True, implementation
                                    copy_bytes=8 * MiB if quick else None),
         "records": cpu_comparison(cpu_impls, cpu_ns, repeats=1 if quick else 3, progress=progress),
     }
-    goal_settings = dict(n=256, memory_n=512, repeats=1) if quick else {}
-    result["cpu"]["goals"] = cpu_goals(flash, **goal_settings)
-    result["cpu"]["goals_one_thread"] = cpu_goals(flash, threads=1, **goal_settings)
+    if progress:
+        print("CPU goals, under glibc's default allocator and with memory reused "
+              "(a fresh process each):", flush=True)
+    result["cpu"]["goals"] = allocator_goals(quick=quick, implementation=implementation)
     if progress:
         print(format_cpu_goals(result["cpu"]["goals"]), flush=True)
-        print(format_cpu_goals(result["cpu"]["goals_one_thread"]), flush=True)
     result["gpu"] = None
     save()
     if gpu and torch.cuda.is_available():
@@ -901,19 +1085,52 @@ def run_flash_benchmark(*, quick: bool = False, gpu: bool = True, implementation
 
 
 def format_cpu_goals(goals: dict) -> str:
-    t = goals["time_s"]
-    lines = [f"CPU goals (n={goals['n']}, d={goals['d']}, float32, batch 1, one head, "
-             f"{goals['threads']} thread{'s' if goals['threads'] > 1 else ''}):"]
-    for name, seconds in t.items():
-        lines.append(f"  {name:>14}: " + (f"{seconds * 1e3:8.1f} ms" if seconds else
-                                          goals["errors"].get(name, "not run")))
-    if "met" in goals:
-        lines.append(f"  tiled vs naive: {goals['speedup_vs_naive']:.2f}x faster (goal: at least 2x)")
-        lines.append(f"  tiled vs SDPA:  {goals['speed_vs_sdpa']:.2f}x SDPA's speed (goal: at least 0.5x)")
-    memory = goals["tiled_memory_bytes"]
-    lines.append(f"  tiled extra memory at n={goals['memory_n']}: "
-                 + (f"{memory / MiB:.2f} MiB (goal: under 64 MiB)" if memory is not None else "not measured"))
-    for goal, met in goals.get("met", {}).items():
+    """``allocator_goals``'s result as a table, the two allocator settings side by side, then what
+    the default allocator's extra time is made of, then each goal, met or missed."""
+    settings = list(goals["allocators"])
+    first = goals["allocators"][settings[0]][0]
+    lines = [f"CPU goals: n={first['n']}, d={first['d']}, float32, batch 1, one head; wall-clock "
+             f"median of {first['repeats']} runs; each allocator setting in a fresh process",
+             f"  {'':24}" + "".join(f"{name:>27}" for name in settings),
+             f"  {'threads  implementation':24}" + f"{'time (ms)':>14}{'page faults':>13}" * len(settings)]
+    by_threads = [list(row) for row in zip(*(goals["allocators"][name] for name in settings))]
+    for row in by_threads:
+        threads = row[0]["threads"]
+        for impl in CPU_IMPLS:
+            cells = ""
+            for entry in row:
+                seconds, faults = entry["time_s"].get(impl), entry["page_faults"].get(impl)
+                cells += (f"{seconds * 1e3:14.1f}" if seconds else f"{'error':>14}")
+                cells += f"{faults:13,.0f}" if faults is not None else f"{'-':>13}"
+            lines.append(f"  {threads:7d}  {impl:15}" + cells)
+        for key, floor, label in (("tiled_vs_naive", GOAL_VS_NAIVE, "tiled vs naive"),
+                                  ("tiled_vs_sdpa", GOAL_VS_SDPA, "tiled vs SDPA")):
+            cells = "".join(f"{entry[key]:13.2f}x{'':13}" if key in entry else f"{'n/a':>27}"
+                            for entry in row)
+            lines.append(f"  {'':7}  {label:15}{cells}  (goal with memory reused: at least {floor}x)")
+    if "default" in goals["allocators"] and "memory reused" in goals["allocators"]:
+        lines.append("  What the default allocator adds (its time minus the time with memory reused):")
+        for fresh, reused in zip(goals["allocators"]["default"], goals["allocators"]["memory reused"]):
+            for impl in CPU_IMPLS:
+                if impl not in fresh["time_s"] or impl not in reused["time_s"]:
+                    continue
+                extra_ms = (fresh["time_s"][impl] - reused["time_s"][impl]) * 1e3
+                line = f"    {fresh['threads']} thread(s), {impl}: {extra_ms:+.1f} ms"
+                faults = (fresh["page_faults"].get(impl), reused["page_faults"].get(impl))
+                if None not in faults:
+                    more = faults[0] - faults[1]
+                    line += f", {more:+,.0f} page faults per call"
+                    if more > 1000 and extra_ms > 0:
+                        line += (f" ({extra_ms * 1e3 / more:.1f} µs each: fresh pages the operating "
+                                 "system zeroes and maps at first touch)")
+                lines.append(line)
+    memory = [(name, entries[0]["memory_n"], entries[0]["tiled_memory_bytes"])
+              for name, entries in goals["allocators"].items()]
+    for name, memory_n, nbytes in memory:
+        lines.append(f"  tiled extra memory at n={memory_n} ({name}): "
+                     + (f"{nbytes / MiB:.2f} MiB" if nbytes is not None else "not measured")
+                     + f" (goal: under {GOAL_MEMORY_BYTES // MiB} MiB)")
+    for goal, met in goals["met"].items():
         lines.append(f"  [{'met' if met else 'MISSED'}] {goal}")
     return "\n".join(lines)
 
@@ -978,9 +1195,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     flash.add_argument("--yours", action="store_true",
                        help="benchmark your attnlab.flash instead of the course's reference")
     commands.add_parser("env", help="print the environment report")
+    times = commands.add_parser("cpu-times", help="lesson 09: naive, tiled and SDPA times and page "
+                                "faults in this process (see allocator_comparison)")
+    times.add_argument("--ns", type=int, nargs="+", required=True)
+    times.add_argument("--d", type=int, default=64)
+    times.add_argument("--repeats", type=int, default=5)
+    times.add_argument("--threads", type=int, default=1)
+    times.add_argument("--clock", choices=CLOCKS, default="thread")
+    times.add_argument("--yours", action="store_true", help="your attnlab.flash, not the course's")
+    goals = commands.add_parser("cpu-goals", help="lesson 09's CPU goals in this process, at every "
+                                "thread count (see allocator_goals)")
+    goals.add_argument("--quick", action="store_true", help="tiny sizes (tests the command)")
+    goals.add_argument("--yours", action="store_true", help="your attnlab.flash, not the course's")
     args = parser.parse_args(argv)
     if args.command == "env":
         print(json.dumps(system_report(), indent=2))
+        return 0
+    if args.command in ("cpu-times", "cpu-goals"):
+        flash = _flash_module("yours" if args.yours else "reference")
+        if args.command == "cpu-times":
+            result = cpu_times(flash, args.ns, d=args.d, repeats=args.repeats, threads=args.threads,
+                               clock=args.clock)
+        else:
+            result = _goals_here(flash, args.quick)
+        print(_RESULT_MARK + json.dumps(result), flush=True)
         return 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
 

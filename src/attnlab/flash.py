@@ -17,7 +17,9 @@ it. Shapes use ``...`` for any number of leading batch dimensions.
 only) are the functions to call; they check their inputs and then use your pieces. On a CPU with
 several threads, ``flash_attention_torch`` runs your ``flash_forward`` once per block of queries,
 the blocks spread over a pool of threads, each working alone (see ``forward_grid``).
-``softmax_triton`` (with ``softmax_rows_kernel``) is a small, finished Triton kernel to read first.
+``softmax_triton`` (with ``softmax_rows_kernel``) is a small, finished Triton kernel to read first,
+and ``online_softmax_triton`` (with ``online_softmax_kernel``) the finished step between it and
+exercise 4: the online softmax over rows longer than one block.
 
 Conventions, the same as lessons 02 and 03:
 
@@ -327,6 +329,41 @@ def softmax_rows_kernel(X, Y, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):
 
 
 @_jit
+def online_softmax_kernel(X, Y, Lse, n_rows, n_cols, stride_x, stride_y,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # The step between the warm-up and exercise 4: softmax and log-sum-exp of rows longer than
+    # one block. Program i takes rows i*BLOCK_M ... i*BLOCK_M + BLOCK_M - 1 and walks along them
+    # in blocks of BLOCK_N columns, keeping per row only the running maximum m_i and normaliser
+    # l_i: the online softmax of exercise 1, one lane of m_i and l_i per row. A second walk writes
+    # exp(x - m_i) / l_i. Exercise 4's kernel makes the same first walk over scores q.k that it
+    # computes block by block, and multiplies by V instead of writing the weights.
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = offs_m < n_rows
+    x_rows = X + offs_m[:, None].to(tl.int64) * stride_x  # 64-bit: rows * stride can pass 2**31
+    y_rows = Y + offs_m[:, None].to(tl.int64) * stride_y
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        inside = row_ok[:, None] & (cols[None, :] < n_cols)
+        x = tl.load(x_rows + cols[None, :], mask=inside, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m_i, tl.max(x, 1))
+        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that is all -inf so far
+        l_i = l_i * tl.exp(m_i - shift) + tl.sum(tl.exp(x - shift[:, None]), 1)
+        m_i = m_new
+    seen = l_i > 0.0
+    l_safe = tl.where(seen, l_i, 1.0)
+    shift = tl.where(seen, m_i, 0.0)
+    tl.store(Lse + offs_m, tl.where(seen, m_i + tl.log(l_safe), float("-inf")), mask=row_ok)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        inside = row_ok[:, None] & (cols[None, :] < n_cols)
+        x = tl.load(x_rows + cols[None, :], mask=inside, other=float("-inf")).to(tl.float32)
+        y = tl.exp(x - shift[:, None]) / l_safe[:, None]
+        tl.store(y_rows + cols[None, :], y.to(Y.dtype.element_ty), mask=inside)
+
+
+@_jit
 def flash_forward_kernel(
     Q, K, V, Out, Lse,
     stride_qb, stride_qm, stride_qd,
@@ -476,6 +513,37 @@ def softmax_triton(x: torch.Tensor) -> torch.Tensor:
         softmax_rows_kernel[grid](x, y, x.shape[1], x.stride(0), y.stride(0),
                                   BLOCK=triton.next_power_of_2(x.shape[1]))
     return y
+
+
+def online_softmax_triton(x: torch.Tensor, block_n: int = 128,
+                          block_m: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax and log-sum-exp along the last dimension of a 2-d tensor x (rows, n), with
+    ``online_softmax_kernel``: rows of any length, read in blocks of ``block_n`` columns.
+
+    Launches ``ceil(rows / block_m)`` programs, each holding ``block_m`` rows and walking along
+    them block by block (``block_n``, ``block_m``: powers of two, at least 16). float16, bfloat16
+    or float32 (bfloat16 only on a GPU). Returns ``(weights, lse)``: weights like x, lse (rows,)
+    float32; a row that is all ``-inf`` gets weights 0 and lse ``-inf``. Runs where
+    ``flash_attention_triton`` runs (a CUDA GPU, or Triton's interpreter on the CPU).
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        raise ValueError(f"x must be a 2-d torch.Tensor (rows, n), got {getattr(x, 'shape', x)!r:.80}")
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise TypeError(f"online_softmax_triton takes float16, bfloat16 or float32, got {x.dtype}")
+    for name, size in (("block_n", block_n), ("block_m", block_m)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 16 or size & (size - 1):
+            raise ValueError(f"{name} must be a power of two of at least 16, got {size!r}")
+    _check_triton_device(x.device, x.dtype, "online_softmax_triton")
+    x = x if x.stride(1) == 1 else x.contiguous()
+    y = torch.empty_like(x)
+    lse = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+    if x.numel():
+        grid = (triton.cdiv(x.shape[0], block_m),)  # one program per block of rows
+        online_softmax_kernel[grid](x, y, lse, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                    BLOCK_M=block_m, BLOCK_N=block_n)
+    elif x.shape[0]:
+        lse.fill_(-math.inf)  # rows without entries: an empty sum
+    return y, lse
 
 
 def flash_attention_triton(

@@ -1,6 +1,7 @@
 """Figures of lesson 09 (FlashAttention): the online softmax block by block (the lesson's interactive
-figure), which tiles of Q, K, V and O sit in fast memory at each step, the roofline of this
-machine with the attention methods on it, and the GPU comparison (measured or recorded).
+figure), which tiles of Q, K, V and O sit in fast memory at each step, what the backward pass
+costs with and without recomputation, the roofline of this machine with the attention methods on
+it, the allocator experiment, and the GPU comparison (measured or recorded).
 
 Each function returns a matplotlib ``Figure`` with a title and labelled axes.
 """
@@ -17,8 +18,8 @@ from matplotlib.patches import Patch, Rectangle
 
 from attnlab.bench import series
 
-__all__ = ["gpu_results_figure", "online_softmax_figure", "online_softmax_state", "roofline_figure",
-           "tiling_diagram"]
+__all__ = ["allocator_figure", "backward_cost_figure", "bound_blocks_slider", "gpu_results_figure",
+           "online_softmax_figure", "online_softmax_state", "roofline_figure", "tiling_diagram"]
 
 MiB = 2**20
 
@@ -75,11 +76,16 @@ def online_softmax_figure(blocks_read: int = 2, block_size: int = 3,
     top.bar(positions, x, color=colours, edgecolor="black", linewidth=0.6)
     for boundary in range(block_size, n, block_size):
         top.axvline(boundary - 0.5, color="black", linestyle=":", linewidth=0.8)
+    # Headroom above the tallest score, so that the running maximum's label stays inside the frame.
+    top.set_ylim(min(0.0, min(x)) - 0.5, max(x) + 0.22 * (max(x) - min(0.0, min(x))) + 0.5)
     if state["seen"]:
         top.axhline(state["m"], color="#c1121f", linewidth=1.5)
-        top.text(n - 0.5, state["m"], f" running max m = {state['m']:g}", color="#c1121f",
-                 va="bottom", ha="right", fontsize=10)
+        top.text(n - 0.7, state["m"], f"running max m = {state['m']:g}", color="#c1121f",
+                 va="bottom", ha="right", fontsize=10,
+                 bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1.5})
     top.set_ylabel("score x_j")
+    top.set_xlabel("position j in the row")
+    top.tick_params(labelbottom=True)
     top.set_title(f"Blocks of {block_size}: {blocks_read} of {blocks} read, "
                   f"l = {state['l']:.4f}" + (f", log-sum-exp so far = {state['m'] + math.log(state['l']):.4f}"
                                              if state["seen"] else ""))
@@ -101,6 +107,26 @@ def online_softmax_figure(blocks_read: int = 2, block_size: int = 3,
     bottom.legend(loc="upper left", fontsize=9)
     fig.suptitle("The online softmax, one block at a time")
     return fig
+
+
+def bound_blocks_slider(view, x: Sequence[float] = SOFTMAX_ROW) -> None:
+    """Keep the "blocks read" slider of the online-softmax figure within the blocks there are.
+
+    ``view``: the ``FigureView`` that ``attnlab.interactive.interactive_figure`` returned for
+    ``online_softmax_figure`` with controls ``blocks_read`` and ``block_size``. Where widgets are
+    shown, choosing a block size moves the slider's end to ceil(len(x) / block size) (the slider
+    takes a value past the new end down with it, and the figure redraws); elsewhere (a static
+    figure) there is no slider and nothing to do.
+    """
+    inputs = getattr(view, "widgets", {}).get("inputs", {})
+    if "blocks_read" not in inputs or "block_size" not in inputs:
+        return
+
+    def follow(change):
+        inputs["blocks_read"].max = math.ceil(len(x) / change["new"])
+
+    follow({"new": inputs["block_size"].value})
+    inputs["block_size"].observe(follow, names="value")
 
 
 # --------------------------------------------------------------------------------------------
@@ -164,8 +190,10 @@ def tiling_diagram(query_blocks: int = 4, key_blocks: int = 4,
     for i, j in steps:
         if not (0 <= i < query_blocks and 0 <= j < key_blocks):
             raise ValueError(f"step {(i, j)} is outside {query_blocks} x {key_blocks} blocks")
-    fig, axes = plt.subplots(1, len(steps), figsize=(3.3 * len(steps), 4.4), layout="constrained",
-                             squeeze=False)
+    # at most 9.4 inches wide: the width of the notebook (968 px at 100 dpi, with margins)
+    width = min(9.4, 3.3 * len(steps))
+    fig, axes = plt.subplots(1, len(steps), figsize=(width, 1.1 * width / len(steps) + 1.4),
+                             layout="constrained", squeeze=False)
     for ax, (i, j) in zip(axes[0], steps):
         _tiling_panel(ax, query_blocks, key_blocks, i, j)
     fig.legend(handles=[
@@ -173,8 +201,86 @@ def tiling_diagram(query_blocks: int = 4, key_blocks: int = 4,
         Patch(facecolor=_SLOW, edgecolor="black", label="in main memory (RAM, HBM)"),
         Patch(facecolor=_DONE, edgecolor="black", label="output block finished, written back"),
         Patch(facecolor=_EMPTY, edgecolor="black", linestyle="--", label="never stored"),
-    ], loc="outside lower center", ncols=4, fontsize=9)
-    fig.suptitle("Tiled attention: what sits in fast memory at each step (queries outside, keys inside)")
+    ], loc="outside lower center", ncols=2, fontsize=9)
+    fig.suptitle("Tiled attention: what sits in fast memory at each step (queries outside, keys inside)",
+                 fontsize=11)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# The backward pass: autograd through naive attention against recomputation
+# --------------------------------------------------------------------------------------------
+
+
+def backward_cost_figure(ns: Sequence[int], time_ms: Mapping[str, Sequence[float]],
+                         memory_mib: Mapping[str, Sequence[float]], *, title: str) -> Figure:
+    """Time (left) and peak extra memory (right, log scale) of a forward and backward pass
+    against the sequence length n, one bar per method and n.
+
+    time_ms, memory_mib: method name -> one value per n (milliseconds, MiB).
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.4, 3.9), layout="constrained")
+    positions = np.arange(len(ns))
+    width = 0.8 / max(1, len(time_ms))
+    for ax, values, ylabel in ((left, time_ms, "time of forward + backward (ms)"),
+                               (right, memory_mib, "peak extra memory (MiB, log scale)")):
+        for index, (name, series_) in enumerate(values.items()):
+            bars = ax.bar(positions + (index - (len(values) - 1) / 2) * width, series_, width,
+                          color=f"C{index}", label=name)
+            ax.bar_label(bars, fmt="%.0f" if ax is left else "%.1f", fontsize=9, padding=1)
+        ax.set_xticks(positions, labels=[str(n) for n in ns])
+        ax.set_xlabel("sequence length n")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=9, loc="upper left")
+    left.set_ylim(0, 1.2 * max(max(v) for v in time_ms.values()))
+    right.set_yscale("log")
+    high = max(max(v) for v in memory_mib.values())
+    low = min(min(v) for v in memory_mib.values())
+    right.set_ylim(10 ** math.floor(math.log10(low)), 10 ** math.ceil(math.log10(high * 3)))
+    left.set_title("time")
+    right.set_title("peak memory")
+    fig.suptitle(title)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# The allocator experiment: fresh memory against memory reused
+# --------------------------------------------------------------------------------------------
+
+
+def allocator_figure(times_ms: Mapping[str, Mapping[str, Mapping[int, float]]], *, title: str,
+                     labels: Mapping[str, str] | None = None) -> Figure:
+    """One panel per n: each method's time under each allocator setting, side by side.
+
+    times_ms: setting name ("default", "memory reused") -> method -> {n: milliseconds}.
+    labels: method -> the name to show (e.g. "tiled PyTorch" -> "tiled (yours)").
+    """
+    settings = list(times_ms)
+    methods = list(dict.fromkeys(m for setting in times_ms.values() for m in setting))
+    ns = sorted({n for setting in times_ms.values() for by_n in setting.values() for n in by_n})
+    if not ns:
+        raise ValueError("no times to draw")
+    labels = labels or {}
+    fig, axes = plt.subplots(1, len(ns), figsize=(min(9.4, 3.2 * len(ns)), 3.9), layout="constrained",
+                             squeeze=False)
+    hatches = ["", "//", "..", "xx"]
+    width = 0.8 / len(settings)
+    positions = np.arange(len(methods))
+    for ax, n in zip(axes[0], ns):
+        for index, setting in enumerate(settings):
+            heights = [times_ms[setting].get(m, {}).get(n, np.nan) for m in methods]
+            ax.bar(positions + (index - (len(settings) - 1) / 2) * width, heights, width,
+                   color=[f"C{j}" for j in range(len(methods))], edgecolor="black", linewidth=0.6,
+                   hatch=hatches[index % len(hatches)])
+        ax.set_xticks(positions, labels=[labels.get(m, m).replace(" (", "\n(") for m in methods],
+                      fontsize=9)
+        ax.set_title(f"n = {n}")
+        ax.set_xlabel("implementation")
+        ax.set_ylabel("CPU time of the thread (ms)")
+    fig.legend(handles=[Patch(facecolor="white", edgecolor="black", hatch=hatches[i % len(hatches)],
+                              label=f"allocator: {setting}") for i, setting in enumerate(settings)],
+               loc="outside lower center", ncols=len(settings), fontsize=9)
+    fig.suptitle(title)
     return fig
 
 

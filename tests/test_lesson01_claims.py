@@ -1,23 +1,56 @@
 """Every sentence of lesson 01 that reads a result off a computation, asserted with the lesson's own
-numbers (one execution of the solution notebook, shared with the budget test).
+numbers and across seeds.
 
-Each test names the cell whose prose it backs. Where the prose quotes a number ("0.37 at 16
-digits"), the test allows the last printed digit to move (training is seeded and runs on one
-thread, so the numbers repeat on this machine; another CPU or torch version may round differently).
+The lesson trains one seed (``config.seed``, 0) and says only what held for each of the seeds 0 to
+3: the numbers of seed 0 come from one execution of the solution notebook (shared with the budget
+test), seeds 1 to 3 are trained here the same way (``measured``), and every test of a result runs
+over all four. Each test names the cell whose prose it backs.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 
-from attnlab import seq2seq
+from attnlab import data, seq2seq
+from tests.helpers import borrowed_reference
 from tests.notebook_runs import solution_run
 
 PLAIN = "without attention (fixed-length vector)"
 ATTENTION = "with additive attention"
-ROUNDING = 0.015  # a quoted two-digit number may differ by one in its last digit
+SEEDS = (0, 1, 2, 3)  # "each of the seeds 0 to 3"
+
+
+@functools.cache
+def measured(seed: int) -> dict:
+    """What the lesson computes, for one seed: from the executed notebook for its own seed, else
+    trained here exactly as the notebook trains (the same settings but the seed, the same held-out
+    strings, the same functions)."""
+    if seed == seq2seq.Seq2SeqConfig().seed:
+        facts = solution_run("01").facts
+        return {key: facts[key] for key in ("plain_accuracy", "attention_accuracy", "by_position", "alignment_summary")}
+    reference = borrowed_reference("additive")
+    next(reference)
+    try:
+        config = seq2seq.Seq2SeqConfig(seed=seed)
+        lengths = list(range(config.min_len, config.max_len + 1, 2))
+        held_out = data.evaluation_set(config.task, lengths, per_length=200)
+        found = {"by_position": {}}
+        for kind, name in (("plain", PLAIN), ("attention", ATTENTION)):
+            model, _ = seq2seq.train_model(kind, config, progress=False)
+            accuracy = seq2seq.accuracy_by_length(model, held_out)
+            found[f"{kind}_accuracy"] = {k: {str(n): v for n, v in by.items()} for k, by in accuracy.items()}
+            found["by_position"][name] = {
+                "greedy": seq2seq.accuracy_by_position(model, held_out[config.max_len]),
+                "teacher forcing": seq2seq.accuracy_by_position(model, held_out[config.max_len], teacher_forcing=True)}
+            if kind == "attention":
+                found["alignment_summary"] = {str(n): seq2seq.alignment_summary(seq2seq.predict(model, held_out[n])[1])
+                                              for n in lengths}
+        return found
+    finally:
+        next(reference, None)
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +58,7 @@ def facts():
     return solution_run("01").facts
 
 
-def near(value: float, quoted: float) -> bool:
-    return abs(value - quoted) <= ROUNDING
+every_seed = pytest.mark.parametrize("seed", SEEDS)
 
 
 # ---------------------------------------------------------------- cell "padding-demo" and exercise 2
@@ -46,6 +78,7 @@ def test_the_settings_and_the_bits_the_prose_quotes():
     config = seq2seq.Seq2SeqConfig()
     assert config.d_enc == 64                 # "c holds 64 real numbers", "(64 in the settings above)"
     assert (config.min_len, config.max_len) == (4, 16)
+    assert config.seed == 0                   # "the seeds 0 to 3": the lesson's own is 0
 
 
 def test_a_16_digit_string_holds_53_bits(facts):
@@ -53,79 +86,127 @@ def test_a_16_digit_string_holds_53_bits(facts):
     assert facts["position_length"] == 16
 
 
+def test_the_decoder_writes_as_many_digits_as_the_source_has():
+    # "The decoder is told how long the output is": no end token to write, one step per source digit.
+    assert data.VOCAB == ("<pad>", "<bos>", *"0123456789")
+    reference = borrowed_reference("additive")
+    next(reference)
+    try:
+        for kind in seq2seq.KINDS:
+            model = seq2seq.build_model(kind, seq2seq.Seq2SeqConfig())
+            for n in (4, 11):
+                batch = data.evaluation_set("reverse", [n], per_length=3)[n]
+                predicted, _ = seq2seq.predict(model, batch)
+                assert predicted.shape == batch.target.shape == (3, n)
+    finally:
+        next(reference, None)
+
+
 # ---------------------------------------------------------------- cell "accuracy-read", panel (a)
 
 
-def test_short_strings_are_nearly_perfect_for_both_models(facts):
-    plain, attention = facts["plain_accuracy"]["token"], facts["attention_accuracy"]["token"]
-    assert near(plain["4"], 0.99) and near(attention["4"], 1.00)
-    assert plain["4"] >= 0.97 and attention["4"] >= 0.97
+@every_seed
+def test_short_strings_are_nearly_perfect_for_both_models(seed):
+    run = measured(seed)
+    assert run["plain_accuracy"]["token"]["4"] >= 0.97 and run["attention_accuracy"]["token"]["4"] >= 0.97
 
 
-def test_the_plain_model_gets_more_and_more_digits_wrong(facts):
-    plain = facts["plain_accuracy"]["token"]
-    values = [plain[str(n)] for n in facts["lengths"]]
+@every_seed
+def test_the_plain_model_gets_more_and_more_digits_wrong_fewer_than_half_right_at_16(seed):
+    plain = measured(seed)["plain_accuracy"]["token"]
+    values = [plain[str(n)] for n in range(4, 17, 2)]
     assert all(later < earlier for earlier, later in zip(values, values[1:])), values
-    assert near(plain["16"], 0.37)
+    assert plain["16"] < 0.5
 
 
-def test_the_attention_model_stays_close_to_the_top(facts):
-    attention = facts["attention_accuracy"]["token"]
-    assert min(attention.values()) >= 0.94, attention
-    assert near(attention["16"], 0.95)
+@every_seed
+def test_the_attention_model_stays_close_to_the_top(seed):
+    run = measured(seed)
+    attention, plain = run["attention_accuracy"]["token"], run["plain_accuracy"]["token"]
+    assert min(attention.values()) >= 0.85, attention
+    assert attention["16"] - plain["16"] >= 0.4                   # "the gap"
+
+
+@every_seed
+def test_whole_strings_fall_faster_and_the_plain_model_gets_almost_none_right_at_16(seed):
+    run = measured(seed)
+    for accuracy in (run["plain_accuracy"], run["attention_accuracy"]):
+        for n, token in accuracy["token"].items():
+            assert accuracy["sequence"][n] <= token + 1e-9
+    assert run["plain_accuracy"]["sequence"]["16"] <= 0.05
+    assert run["attention_accuracy"]["token"]["16"] - run["attention_accuracy"]["sequence"]["16"] > 0.1
+
+
+def test_whole_string_accuracy_moves_the_most_from_seed_to_seed():
+    def spread(kind, column, n):
+        values = [measured(seed)[f"{kind}_accuracy"][column][n] for seed in SEEDS]
+        return max(values) - min(values)
+
+    lengths = [str(n) for n in range(4, 17, 2)]
+    digits = max(spread(kind, "token", n) for kind in ("plain", "attention") for n in lengths)
+    strings = max(spread(kind, "sequence", n) for kind in ("plain", "attention") for n in lengths)
+    assert strings > digits, (strings, digits)
+    assert spread("attention", "sequence", "16") > digits       # "the number to compare"
 
 
 # ---------------------------------------------------------------- panel (b): where the errors are
 
 
-def test_with_teacher_forcing_the_plain_model_is_best_at_both_ends_and_worst_between(facts):
-    forced = facts["by_position"][PLAIN]["teacher forcing"]
+@every_seed
+def test_with_teacher_forcing_the_plain_model_is_best_first_worst_before_the_end_and_lopsided(seed):
+    forced = measured(seed)["by_position"][PLAIN]["teacher forcing"]
     assert len(forced) == 16
     lowest = min(range(16), key=forced.__getitem__)
-    assert 0 < lowest < 15, f"the lowest accuracy is at an end (position {lowest + 1}): {forced}"
-    assert lowest + 1 == 13 and near(forced[lowest], 0.38)
-    assert near(forced[0], 0.85) and near(forced[-1], 0.56)
-    assert forced[0] == max(forced)                                # "its best position"
-    assert forced[-1] - forced[lowest] >= 0.1                      # "more again at the end"
-    assert forced[0] - forced[lowest] >= 0.3
+    assert forced[0] == max(forced), forced                        # "best on the first digits it writes"
+    assert 9 <= lowest <= 13, f"lowest at position {lowest + 1}: {forced}"   # "a few positions before the end"
+    assert forced[-1] - forced[lowest] >= 0.04, forced             # "a little better again on the last ones"
+    assert forced[0] - forced[-1] >= 0.2, forced                   # "lopsided, not a symmetric U"
 
 
-def test_greedy_decoding_falls_faster_and_loses_the_rise_at_the_end(facts):
-    greedy = facts["by_position"][PLAIN]["greedy"]
-    forced = facts["by_position"][PLAIN]["teacher forcing"]
-    assert near(greedy[0], 0.85)                                   # the first step has no earlier mistake
+@every_seed
+def test_greedy_decoding_falls_to_one_digit_in_five_and_the_rise_at_the_end_is_small(seed):
+    greedy = measured(seed)["by_position"][PLAIN]["greedy"]
+    forced = measured(seed)["by_position"][PLAIN]["teacher forcing"]
     assert all(g <= f + 1e-9 for g, f in zip(greedy, forced)), (greedy, forced)
-    tail = greedy[7:]                                              # positions 8 to 16
-    assert 0.18 - ROUNDING <= min(tail) and max(tail) <= 0.25 + ROUNDING, tail
-    assert greedy[-1] - min(greedy) < 0.05                         # "the rise at the end is gone"
+    second_half = greedy[8:]
+    assert 0.12 <= min(second_half) and max(second_half) <= 0.3, second_half
+    assert 0.15 <= sum(second_half) / 8 <= 0.25, second_half      # "about one digit in five"
+    assert greedy[-1] - min(second_half) < 0.1, greedy             # "the rise at the end is small or gone"
 
 
-def test_the_attention_model_stays_near_the_top_at_every_position(facts):
-    greedy = facts["by_position"][ATTENTION]["greedy"]
-    forced = facts["by_position"][ATTENTION]["teacher forcing"]
-    assert min(greedy) >= 0.8 and min(forced) >= 0.9
-    # "its few errors gather at the end of greedy decoding"
-    assert min(range(16), key=greedy.__getitem__) >= 12
+@every_seed
+def test_the_attention_model_stays_above_the_plain_one_with_errors_at_the_end(seed):
+    runs = measured(seed)["by_position"]
+    greedy, forced = runs[ATTENTION]["greedy"], runs[ATTENTION]["teacher forcing"]
+    assert all(a - p >= 0.05 for a, p in zip(greedy, runs[PLAIN]["greedy"]))      # "above ... at every position"
+    assert all(a - p >= 0.05 for a, p in zip(forced, runs[PLAIN]["teacher forcing"]))
+    assert min(forced) >= 0.85, forced                                              # "near the top"
+    assert min(range(16), key=greedy.__getitem__) >= 12, greedy                    # "errors gather at the end"
     assert sum(greedy[12:]) / 4 < sum(greedy[:12]) / 12
 
 
 # ---------------------------------------------------------------- cell "heatmap-read"
 
 
-def test_the_bright_cells_follow_the_anti_diagonal(facts):
-    summary = facts["alignment_summary"]
-    assert set(summary) == {str(n) for n in facts["lengths"]}
-    bands = [row["band weight"] for row in summary.values()]
-    assert near(min(bands), 0.87) and near(max(bands), 0.93), bands
-    for row in summary.values():
-        assert row["on"] + row["left"] + row["right"] >= 0.95     # the peak is within one column
-
-
-def test_the_peak_mostly_sits_one_column_to_the_right(facts):
-    summary = facts["alignment_summary"]
+@every_seed
+def test_most_of_the_weight_is_on_the_mirrored_position_and_its_neighbours(seed):
+    summary = measured(seed)["alignment_summary"]
+    assert set(summary) == {str(n) for n in range(4, 17, 2)}
     for n, row in summary.items():
-        assert row["right"] > 0.5 and row["right"] > row["on"], (n, row)
-    assert near(summary["16"]["right"], 0.78) and near(summary["16"]["on"], 0.17)
+        assert row["band weight"] > 0.8, (n, row)                  # "more than four fifths"
+
+
+@every_seed
+def test_the_peak_mostly_sits_one_column_to_the_right_and_hardly_ever_left(seed):
+    for n, row in measured(seed)["alignment_summary"].items():
+        assert row["right"] > 0.5 and row["right"] > row["on"], (seed, n, row)
+        assert row["left"] < 0.1, (seed, n, row)
+
+
+def test_the_notebook_prints_the_summary_it_keeps(facts):
+    printed = solution_run("01").output_text("alignment_summary = {}")
+    row = facts["alignment_summary"]["16"]
+    assert f"16 digits: on it {row['on']:4.0%}, one to the left {row['left']:4.0%}, one to the right {row['right']:4.0%}" in printed
 
 
 # ---------------------------------------------------------------- quiz and cell "bridge-timing"
@@ -140,19 +221,9 @@ def test_attention_adds_only_a_small_fraction_of_parameters(facts):
 
 def test_held_out_batches_have_no_padding_and_training_covers_every_tested_length():
     config = seq2seq.Seq2SeqConfig()
-    from attnlab import data
-
     for n, batch in data.evaluation_set(config.task, range(config.min_len, config.max_len + 1, 2), 5).items():
         assert batch.mask.all() and batch.source.shape[1] == n
         assert config.min_len <= n <= config.max_len
-
-
-def test_whole_strings_fail_more_often_than_digits(facts):
-    for accuracy in (facts["plain_accuracy"], facts["attention_accuracy"]):
-        for n, token in accuracy["token"].items():
-            assert accuracy["sequence"][n] <= token + 1e-9
-    attention = facts["attention_accuracy"]
-    assert attention["token"]["16"] - attention["sequence"]["16"] > 0.1
 
 
 def test_additive_scores_are_much_slower_than_the_dot_product(facts):

@@ -52,7 +52,7 @@ def test_bottleneck_figure_panels_and_line_styles():
     fig = plots.bottleneck_figure([4, 6], {"plain": [1.0, 0.8], "attention": [1.0, 1.0]}, by_position,
                                   position_length=3, steps=600)
     left, right = fig.axes
-    assert left.get_title().startswith("(a)") and right.get_title() == "(b) Where the errors are, sources of 3 digits"
+    assert left.get_title().startswith("(a)") and right.get_title() == "(b) Where the errors are, 3-digit sources"
     assert "source length" in left.get_xlabel() and "output position" in right.get_xlabel()
     styles = {line.get_label(): line.get_linestyle() for line in right.lines}
     assert styles["plain, teacher forcing"] == "--" and styles["plain, greedy"] == "-"
@@ -88,7 +88,7 @@ def test_the_interactive_alignment_redraws_for_a_new_string(attention_model):
                       {"digits": text("digits to reverse", "3141")}, "alignment")
     first = view.figure()
     (ax, _colorbar) = first.axes
-    assert ax.get_title().startswith("Reversing 3141: wrote ") and len(ax.get_yticklabels()) == 4
+    assert ax.get_title().startswith("Reversing 3141\nwrote ") and len(ax.get_yticklabels()) == 4
     assert ax.get_xlabel() and ax.get_ylabel()
     second = view.redraw(digits="271828182845")
     ax2 = second.axes[0]
@@ -100,6 +100,29 @@ def test_the_interactive_alignment_redraws_for_a_new_string(attention_model):
 def test_reversal_alignment_needs_a_trained_attention_model():
     with pytest.raises(ValueError, match="run the training cell"):
         plots.reversal_alignment(None, "123")
+
+
+def test_every_figure_fits_the_notebook_and_a_string_too_long_to_fit_is_refused(attention_model):
+    """968 px is the notebook's width in JupyterLab (tests/test_figures_readable.py); interactive
+    figures are drawn at 90 dpi, the others at 100."""
+    import io
+
+    from PIL import Image
+
+    def width(fig, dpi):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+        return Image.open(buffer).size[0]
+
+    by_position = {"without attention (fixed-length vector)": {"greedy": [0.5] * 16, "teacher forcing": [0.6] * 16},
+                   "with additive attention": {"greedy": [0.9] * 16, "teacher forcing": [0.95] * 16}}
+    by_length = {name: [0.9, 0.5] for name in by_position}
+    assert width(plots.encoder_decoder_diagram(), 100) <= 968
+    assert width(plots.bottleneck_figure([4, 16], by_length, by_position, position_length=16, steps=600), 100) <= 968
+    longest = "7" * plots.lesson01.MAX_DIGITS
+    assert width(plots.reversal_alignment(attention_model, longest), 90) <= 968
+    with pytest.raises(ValueError, match=f"at most {plots.lesson01.MAX_DIGITS} digits .*got {len(longest) + 1}"):
+        plots.reversal_alignment(attention_model, longest + "1")
 
 
 def test_the_interactive_alignment_is_quick(attention_model):

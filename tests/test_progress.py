@@ -98,3 +98,46 @@ def test_the_course_model_borrowing_on_its_own_is_not_the_learners_borrowing(pyt
     assert f"not written yet ({note})" in done.stdout, done.stdout
     assert "borrowed" not in done.stdout, done.stdout
     assert summary.startswith("0 of ")
+
+
+def test_the_whole_course_is_one_line_per_lesson_and_one_lesson_is_row_by_row():
+    """Lesson 00 shows the whole course: one line per lesson, saying where it stands; a lesson's
+    own table, progress("02"), keeps one row per exercise."""
+    from attnlab.progress import Progress, Row, lesson_summary
+
+    failing = "weights do not sum to 1 along the key axis"
+    rows = [Row("01", "additive_scores", "not written yet"), Row("01", "additive_attention", "not written yet"),
+            Row("02", "softmax", "failing", failing), Row("02", "attention_numpy", "written"),
+            Row("02", "scaled_dot_product_attention", "not written yet"),
+            Row("09", "online_softmax", "borrowed", "attnlab.use_own('flash') switches back")]
+    assert lesson_summary(rows[:2]) == "2 exercises: not written yet"
+    assert lesson_summary(rows[2:5]) == (f"1 of 3 exercises written; failing: softmax ({failing}); "
+                                         "not written yet: scaled_dot_product_attention")
+    assert lesson_summary(rows[5:]) == "1 exercise: borrowed; attnlab.use_own('flash') switches back"
+    whole = Progress(rows)
+    text = str(whole).splitlines()
+    assert text[1:4] == ["01      2 exercises: not written yet", f"02      {lesson_summary(rows[2:5])}",
+                         f"09      {lesson_summary(rows[5:])}"], text
+    assert text[-1] == "1 of 6 exercises written, 3 not written yet, 1 failing, 1 borrowed"
+    page = whole._repr_html_()
+    assert page.count("<tr><td>") == 3 and "Scaled dot-product attention" in page and html_escape(failing) in page
+    one = str(Progress(rows[2:5])).splitlines()
+    assert len(one) == 1 + 3 + 2 and one[1].split() == ["02", "softmax", "failing:", *failing.split()]
+    assert Progress(rows[2:5])._repr_html_().count("<tr><td>") == 3
+    # the notes of one lesson's rows ("the course model ran on the reference") survive the grouping
+    noted = [Row("04", name, "not written yet", note="the course model ran on the reference") for name in "ab"]
+    assert lesson_summary(noted) == "2 exercises: not written yet (the course model ran on the reference)"
+
+
+def html_escape(text):
+    import html
+
+    return html.escape(text)
+
+
+def test_a_lesson_whose_rows_all_agree_is_said_once():
+    from attnlab.progress import Row, lesson_summary
+
+    use_own = "attnlab.use_own('additive') switches back"
+    borrowed = [Row("01", name, "borrowed", use_own) for name in ("additive_scores", "AdditiveAttention")]
+    assert lesson_summary(borrowed) == f"2 exercises: borrowed; {use_own}"

@@ -223,3 +223,18 @@ def test_encoder_decoder_diagram_is_titled_and_checks_its_weights():
     with pytest.raises(ValueError, match="at least 2 tokens"):
         plots.encoder_decoder_diagram(source=("3",))
     plt.close("all")
+
+
+def test_alignment_summary_reads_where_each_step_peaks():
+    n = 4
+    weights = torch.zeros(2, n, n)
+    for step in range(n):                                  # string 0: every peak on the mirrored position
+        weights[0, step, n - 1 - step] = 1.0
+    for step in range(n):                                  # string 1: one to the right where there is one
+        weights[1, step, min(n - step, n - 1)] = 0.7
+        weights[1, step, 0 if step == n - 1 else n - 1 - step] += 0.3
+    summary = seq2seq.alignment_summary(weights)
+    assert summary["right"] == pytest.approx(3 / 8) and summary["on"] == pytest.approx(5 / 8)
+    assert summary["left"] == 0.0 and summary["band weight"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=r"\(strings, n, n\)"):
+        seq2seq.alignment_summary(torch.zeros(2, 3, 4))

@@ -9,7 +9,8 @@ you have not written yet), your own code is checked all the same, and the row sa
 written yet (the course model ran on the reference)". ``progress("03")``
 shows one lesson. It reads which check belongs to which exercise from the lessons' notebooks (the
 graded check cells, ``checks.check_x(module.x)``), runs each check cell's code as the notebook
-would, and changes no file. In JupyterLab the table is HTML; elsewhere it prints as text.
+would, and changes no file. In JupyterLab the table is HTML; elsewhere it prints as text. The
+whole course shows one line per lesson; one lesson shows one row per exercise.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Progress", "Row", "check_cells", "progress"]
+__all__ = ["Progress", "Row", "check_cells", "lesson_summary", "progress"]
 
 WRITTEN, NOT_YET, FAILING, BORROWED, UNCHECKED = "written", "not written yet", "failing", "borrowed", "check in the notebook"
 
@@ -45,9 +46,35 @@ class Row:
         return f"{self.status} ({self.note})" if self.note else self.status
 
 
+_COLOURS = {WRITTEN: "#1a7f37", NOT_YET: "#666", FAILING: "#b00", BORROWED: "#9a6700", UNCHECKED: "#666"}
+
+
+def lesson_summary(rows: list[Row]) -> str:
+    """One line for one lesson's rows: "4 exercises: not written yet" when they all agree, else
+    how many are written and, by status, which exercises are not (a failing one with its check's
+    first line)."""
+    count = f"{len(rows)} exercise{'s' if len(rows) != 1 else ''}"
+    shown = {(row.shown_status, row.detail) for row in rows}
+    if len(shown) == 1:  # all alike, e.g. all borrowed from one module: say it once
+        status, detail = shown.pop()
+        return f"{count}: {status}" + (f"; {detail}" if detail else "")
+    parts = [f"{sum(row.status == WRITTEN for row in rows)} of {count} written"]
+    for status in (FAILING, NOT_YET, BORROWED, UNCHECKED):
+        named = [row.exercise + (f" ({row.detail})" if row.detail and status == FAILING else "")
+                 for row in rows if row.status == status]
+        if named:
+            parts.append(f"{status}: {', '.join(named)}")
+    return "; ".join(parts)
+
+
 @dataclass
 class Progress:
-    """The table: one row per exercise."""
+    """The table: one row per exercise.
+
+    Shown (``str``, or HTML in JupyterLab) row by row when it holds one lesson, and as one line
+    per lesson when it holds several (``lesson_summary``): the whole course is 39 exercises, and
+    a learner starting out wants to see where each lesson stands, not 39 identical rows.
+    """
 
     rows: list[Row] = field(default_factory=list)
 
@@ -62,26 +89,55 @@ class Progress:
         return (f"{counts.get(WRITTEN, 0)} of {len(self.rows)} exercises written"
                 + "".join(f", {n} {status}" for status, n in counts.items() if status != WRITTEN))
 
-    def __str__(self) -> str:
-        width = max((len(r.exercise) for r in self.rows), default=8)
-        lines = [f"{'lesson':6}  {'exercise':{width}}  status"]
+    def by_lesson(self) -> dict[str, list[Row]]:
+        """The rows grouped by lesson, in course order."""
+        grouped: dict[str, list[Row]] = {}
         for row in self.rows:
-            detail = f": {row.detail}" if row.detail else ""
-            lines.append(f"{row.lesson:6}  {row.exercise:{width}}  {row.shown_status}{detail}")
+            grouped.setdefault(row.lesson, []).append(row)
+        return grouped
+
+    @property
+    def grouped(self) -> bool:
+        return len(self.by_lesson()) > 1
+
+    def __str__(self) -> str:
+        if self.grouped:
+            lines = [f"{'lesson':6}  status"]
+            lines += [f"{lesson:6}  {lesson_summary(rows)}" for lesson, rows in self.by_lesson().items()]
+            lines += ["", 'One lesson\'s exercises, row by row: attnlab.progress("02").']
+        else:
+            width = max((len(r.exercise) for r in self.rows), default=8)
+            lines = [f"{'lesson':6}  {'exercise':{width}}  status"]
+            for row in self.rows:
+                detail = f": {row.detail}" if row.detail else ""
+                lines.append(f"{row.lesson:6}  {row.exercise:{width}}  {row.shown_status}{detail}")
         return "\n".join(lines + ["", self.summary()])
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        colours = {WRITTEN: "#1a7f37", NOT_YET: "#666", FAILING: "#b00", BORROWED: "#9a6700", UNCHECKED: "#666"}
-        cells = []
-        for row in self.rows:
-            detail = f"<br><small>{html.escape(row.detail)}</small>" if row.detail else ""
-            cells.append(f"<tr><td>{row.lesson}</td><td><code>{html.escape(row.exercise)}</code></td>"
-                         f'<td style="color:{colours.get(row.status, "#000")};text-align:left">'
-                         f"<b>{html.escape(row.shown_status)}</b>{detail}</td></tr>")
-        return ("<table><thead><tr><th>lesson</th><th>exercise</th><th>status</th></tr></thead><tbody>"
-                + "".join(cells) + f"</tbody></table><p>{html.escape(self.summary())}</p>")
+        if self.grouped:
+            from attnlab.lessons import lesson as find_lesson
+
+            cells = []
+            for lesson, rows in self.by_lesson().items():
+                statuses = {row.status for row in rows}
+                colour = _COLOURS.get(statuses.pop(), "#000") if len(statuses) == 1 else "#000"
+                cells.append(f"<tr><td>{lesson}</td><td>{html.escape(find_lesson(lesson).title)}</td>"
+                             f'<td style="color:{colour};text-align:left">{html.escape(lesson_summary(rows))}</td></tr>')
+            head = "<tr><th>lesson</th><th>title</th><th>status</th></tr>"
+            note = '<p>One lesson\'s exercises, row by row: <code>attnlab.progress("02")</code>.</p>'
+        else:
+            cells = []
+            for row in self.rows:
+                detail = f"<br><small>{html.escape(row.detail)}</small>" if row.detail else ""
+                cells.append(f"<tr><td>{row.lesson}</td><td><code>{html.escape(row.exercise)}</code></td>"
+                             f'<td style="color:{_COLOURS.get(row.status, "#000")};text-align:left">'
+                             f"<b>{html.escape(row.shown_status)}</b>{detail}</td></tr>")
+            head = "<tr><th>lesson</th><th>exercise</th><th>status</th></tr>"
+            note = ""
+        return (f"<table><thead>{head}</thead><tbody>" + "".join(cells)
+                + f"</tbody></table>{note}<p>{html.escape(self.summary())}</p>")
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from attnlab.train import seeded, torch_threads, train
 
 __all__ = [
     "Seq2SeqConfig", "Encoder", "PlainDecoderStep", "Seq2Seq", "build_model", "sequence_loss",
-    "train_model", "predict", "accuracy_by_length", "accuracy_by_position", "count_parameters",
+    "train_model", "predict", "accuracy_by_length", "accuracy_by_position", "alignment_summary", "count_parameters",
     "save", "load", "KINDS",
 ]
 
@@ -212,6 +212,26 @@ def accuracy_by_position(model: Seq2Seq, batch: data.Seq2SeqBatch, teacher_forci
     right = ((predicted == batch.target) & batch.mask).sum(dim=0).double()
     present = batch.mask.sum(dim=0).double()
     return (right / present).tolist()
+
+
+def alignment_summary(weights: torch.Tensor) -> dict[str, float]:
+    """Where a reversal model's attention peaks, relative to the mirrored position.
+
+    weights: (strings, n, n), the attention weights of every output step over the source positions
+    (``predict`` on a batch of strings of one length n, task "reverse"). Output step i (0-based)
+    writes source digit n - 1 - i, the mirrored position. Returns the fraction of steps whose
+    largest weight sits on it ("on"), one position to its left ("left") or right ("right"), and the
+    mean weight on the mirrored position and its two neighbours ("band weight").
+    """
+    if weights.dim() != 3 or weights.shape[-1] != weights.shape[-2]:
+        raise ValueError(f"need weights of shape (strings, n, n), one length per batch; got {tuple(weights.shape)}")
+    n = weights.shape[-1]
+    mirrored = n - 1 - torch.arange(n)                                   # (steps,)
+    offsets = weights.argmax(dim=-1) - mirrored                          # (strings, steps)
+    shares = {k: (offsets == k).double().mean().item() for k in (-1, 0, 1)}
+    band = (torch.arange(n)[None, :] - mirrored[:, None]).abs() <= 1    # (steps, positions)
+    return {"on": shares[0], "left": shares[-1], "right": shares[1],
+            "band weight": (weights * band).sum(-1).mean().item()}
 
 
 def count_parameters(model: nn.Module) -> int:

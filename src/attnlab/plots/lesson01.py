@@ -18,6 +18,7 @@ from attnlab.plots.common import _arrow, _box, _numpy, attention_heatmap, line_p
 __all__ = ["encoder_decoder_diagram", "bottleneck_figure", "reversal_alignment"]
 
 _FORWARD, _BACKWARD = "#d6e6f5", "#dcefe4"  # the two directions of the encoder
+MAX_DIGITS = 32  # the longest string reversal_alignment draws: wider would not fit the notebook
 
 
 def _bidirectional_encoder(ax, xs: np.ndarray, source: Sequence[str]) -> None:
@@ -58,7 +59,8 @@ def encoder_decoder_diagram(source: Sequence[str] = ("3", "1", "4", "1", "5"),
         w = _numpy(weights).reshape(-1)
         if w.shape != (n,):
             raise ValueError(f"need one weight per source token ({n}), got shape {w.shape}")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.6), layout="constrained")
+    # One panel above the other: side by side they would be wider than a notebook.
+    fig, (left, right) = plt.subplots(2, 1, figsize=(9.0, 8.2), layout="constrained")
     xs = np.arange(n) * 1.3
     for ax in (left, right):
         _bidirectional_encoder(ax, xs, source)
@@ -117,9 +119,9 @@ def bottleneck_figure(lengths: Sequence[int], by_length: Mapping[str, Sequence[f
         dashed for teacher forcing.
     steps: training steps of each model (in the title). Returns the figure.
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 4.4), layout="constrained")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.4, 4.6), layout="constrained")
     line_plot(list(lengths), dict(by_length), ax=left, title="(a) Accuracy against source length",
-              xlabel="source length (digits)", ylabel="digits right, held-out (fraction)")
+              xlabel="source length (digits)", ylabel="digits right (fraction, held-out)")
     positions = list(range(1, position_length + 1))
     colours = {name: left.lines[i].get_color() for i, name in enumerate(by_length)}
     for name, runs in by_position.items():
@@ -128,16 +130,16 @@ def bottleneck_figure(lengths: Sequence[int], by_length: Mapping[str, Sequence[f
                 raise ValueError(f"{name}, {decoding}: need {position_length} positions, got {len(values)}")
             right.plot(positions, values, marker="o", ms=3.5, color=colours.get(name),
                        linestyle="--" if decoding == "teacher forcing" else "-", label=f"{name}, {decoding}")
-    right.set_title(f"(b) Where the errors are, sources of {position_length} digits")
-    right.set_xlabel(f"output position (1 = first digit written = source digit {position_length})")
-    right.set_ylabel("digits right, held-out (fraction)")
+    right.set_title(f"(b) Where the errors are, {position_length}-digit sources")
+    right.set_xlabel(f"output position\n(1 = first digit written = source digit {position_length})")
+    right.set_ylabel("digits right (fraction, held-out)")
     right.set_xticks(positions[::2] if position_length > 10 else positions)
     right.grid(True, alpha=0.3)
     for ax in (left, right):
         ax.axhline(0.1, color="0.5", linestyle=":", label="chance (1 in 10)")
         ax.set_ylim(0, 1.03)
     left.legend(fontsize=8, loc="lower left")
-    fig.legend(*right.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=8,
+    fig.legend(*right.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=8,
                title="panel (b): solid = greedy decoding, dashed = teacher forcing", title_fontsize=8)
     fig.suptitle(f"Reversing digit strings: GRU encoder-decoders, same size, {steps} training steps each")
     return fig
@@ -147,12 +149,16 @@ def reversal_alignment(model, digits: str) -> Figure:
     """The alignment of a trained attention model (``attnlab.seq2seq``, task "reverse") on the
     string ``digits`` ("31415926"), decoded greedily: one row per digit written, one column per
     source digit. The title says what the model wrote and whether it is right. Returns the figure.
+    A string longer than ``MAX_DIGITS`` is a ValueError (its figure would not fit the notebook).
     """
     from attnlab import data, seq2seq  # here, not at import: the plots load without the models
 
     if model is None:
         raise ValueError("no trained attention model: run the training cell first")
     batch = data.batch_from_text(digits, model.config.task)
+    if batch.source.shape[1] > MAX_DIGITS:
+        raise ValueError(f"type at most {MAX_DIGITS} digits (twice the longest training string), "
+                         f"got {batch.source.shape[1]}")
     predicted, weights = seq2seq.predict(model, batch)
     if weights is None:
         raise ValueError("this model has no attention weights to show (kind 'plain')")
@@ -161,13 +167,17 @@ def reversal_alignment(model, digits: str) -> Figure:
     wrong = sum(a != b for a, b in zip(written, data.to_text(batch.target[0]).split()))
     shown = "".join(token if token.isdigit() else "?" for token in written)  # "?": not a digit
     n = len(source)
-    fig, ax = plt.subplots(figsize=(2.2 + 0.45 * n, 1.6 + 0.36 * n), layout="constrained")
+    # At most 9.4 inches wide, so that a long string still fits the notebook's width.
+    fig, ax = plt.subplots(figsize=(min(9.4, 3.2 + 0.45 * n), 1.8 + 0.36 * min(n, 24)), layout="constrained")
     verdict = "all right" if not wrong else f"{wrong} of {n} digits wrong"
     trained = model.config.max_len
     beyond = f"; longer than any training string ({trained})" if n > trained else ""
     attention_heatmap(weights[0], [f"step {i + 1}: wrote {d}" for i, d in enumerate(written)],
                       [f"{j + 1}: {d}" for j, d in enumerate(source)], ax=ax, annotate=n <= 10,
-                      title=f"Reversing {''.join(source)}: wrote {shown} ({verdict}{beyond})")
+                      title=f"Reversing {''.join(source)}\nwrote {shown} ({verdict}{beyond})")
     ax.set_xlabel("source position: digit (attended to)")
     ax.set_ylabel("output step: digit written (attending)")
+    if n > 16:  # upright labels would overlap
+        for label in ax.get_xticklabels():
+            label.set(rotation=90, ha="center")
     return fig

@@ -141,6 +141,10 @@ def test_the_learners_jupyterlab_culls_idle_kernels_and_loads_no_instructor_serv
     exec(compile(code, "jupyter_lab_config.py", "exec"),
          {"get_config": lambda: config, "__file__": str(paths.ROOT / "lab-settings" / "jupyter_lab_config.py")})
     assert config.MappingKernelManager.cull_idle_timeout == 3600
+    import nbformat  # lesson 00 tells learners so, in these words
+
+    lesson00 = nbformat.read(paths.SOLUTION_NOTEBOOKS / "00_start_here.ipynb", as_version=4)
+    assert any("a kernel that has run nothing for an hour is shut down" in c.source for c in lesson00.cells)
     assert 0 < config.MappingKernelManager.cull_interval <= 600
     assert config.MappingKernelManager.cull_connected is True
     off = config.ServerApp.jpserver_extensions

@@ -407,33 +407,33 @@ def online_softmax_kernel(X, Y, Lse, n_rows, n_cols, stride_x, stride_y,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # The step between the warm-up and exercise 4: softmax and log-sum-exp of rows longer than
     # one block. Program i takes rows i*BLOCK_M ... i*BLOCK_M + BLOCK_M - 1 and walks along them
-    # in blocks of BLOCK_N columns, keeping per row only the running maximum m_i and normaliser
-    # l_i: the online softmax of exercise 1, one lane of m_i and l_i per row. A second walk writes
-    # exp(x - m_i) / l_i. Exercise 4's kernel makes the same first walk over scores q.k that it
-    # computes block by block, and multiplies by V instead of writing the weights.
+    # in blocks of BLOCK_N columns, keeping per row only the running maximum (row_max) and
+    # normaliser (row_sum): the online softmax of exercise 1, one lane per row. A second walk
+    # writes exp(x - row_max) / row_sum. Exercise 4's kernel makes the same first walk over
+    # scores q.k that it computes block by block, and multiplies by V instead of writing weights.
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     row_ok = offs_m < n_rows
     x_rows = X + offs_m[:, None].to(tl.int64) * stride_x  # 64-bit: rows * stride can pass 2**31
     y_rows = Y + offs_m[:, None].to(tl.int64) * stride_y
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_M], tl.float32)
+    row_max = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    row_sum = tl.zeros([BLOCK_M], tl.float32)
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         inside = row_ok[:, None] & (cols[None, :] < n_cols)
         x = tl.load(x_rows + cols[None, :], mask=inside, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m_i, tl.max(x, 1))
-        shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that is all -inf so far
-        l_i = l_i * tl.exp(m_i - shift) + tl.sum(tl.exp(x - shift[:, None]), 1)
-        m_i = m_new
-    seen = l_i > 0.0
-    l_safe = tl.where(seen, l_i, 1.0)
-    shift = tl.where(seen, m_i, 0.0)
-    tl.store(Lse + offs_m, tl.where(seen, m_i + tl.log(l_safe), float("-inf")), mask=row_ok)
+        max_new = tl.maximum(row_max, tl.max(x, 1))
+        offset = tl.where(max_new == float("-inf"), 0.0, max_new)  # a row that is all -inf so far
+        row_sum = row_sum * tl.exp(row_max - offset) + tl.sum(tl.exp(x - offset[:, None]), 1)
+        row_max = max_new
+    any_key = row_sum > 0.0
+    row_sum_or_1 = tl.where(any_key, row_sum, 1.0)
+    offset = tl.where(any_key, row_max, 0.0)
+    tl.store(Lse + offs_m, tl.where(any_key, row_max + tl.log(row_sum_or_1), float("-inf")), mask=row_ok)
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         inside = row_ok[:, None] & (cols[None, :] < n_cols)
         x = tl.load(x_rows + cols[None, :], mask=inside, other=float("-inf")).to(tl.float32)
-        y = tl.exp(x - shift[:, None]) / l_safe[:, None]
+        y = tl.exp(x - offset[:, None]) / row_sum_or_1[:, None]
         tl.store(y_rows + cols[None, :], y.to(Y.dtype.element_ty), mask=inside)
 
 

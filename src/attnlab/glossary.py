@@ -148,6 +148,13 @@ TERMS: tuple[Term, ...] = (
          "Qwen2.5 (rope_theta).", "05"),
     Term("relative position", "The distance m - n between a query's position and a key's; with "
          "RoPE a score depends on positions only through it.", "05"),
+    Term("learned position embedding", "A trained table with one vector per position, added to the "
+         "token embeddings (BERT, GPT-2); it has no row for a position beyond its length.", "05"),
+    Term("ALiBi", "Attention with linear biases (Press et al., 2022): each head adds minus a fixed "
+         "slope times the query-key distance to its scores, instead of giving the tokens positions.",
+         "05"),
+    Term("length extrapolation", "Working on inputs longer than any seen in training; measured by "
+         "training on short inputs and testing on long ones.", "05"),
     # -- lesson 06 --
     Term("feed-forward block", "The half of a transformer layer that transforms each token's vector on "
          "its own: two linear maps around a non-linearity (or three, with a gate).", "06"),
@@ -157,7 +164,7 @@ TERMS: tuple[Term, ...] = (
          "used by LLaMA and Qwen2.5.", "06"),
     Term("neuron", "One of the d_ff hidden units of a feed-forward block: one row of its first matrix "
          "(a key) and one column of its last (a value).", "06"),
-    Term("key-value memory", "Reading a feed-forward block as a memory (Geva et al., 2020): each neuron's "
+    Term("key-value memory", "Reading a feed-forward block as a memory (Geva et al., 2021): each neuron's "
          "key detects a pattern in the input, and its value is added to the output in proportion.", "06"),
     Term("residual connection", "Adding a sublayer's output to its input, x + f(x), so that the sublayer "
          "learns a change and the input passes through unchanged.", "06"),
@@ -173,6 +180,14 @@ TERMS: tuple[Term, ...] = (
          "did; it usually needs a learning-rate warm-up to train.", "06"),
     Term("learning-rate warm-up", "Starting training with a small learning rate and raising it over the "
          "first steps, so that the first updates are small.", "06"),
+    Term("direct logit attribution", "Reading what a vector written into the residual stream does to the "
+         "output by passing it straight through the final norm and the output embedding: its direct "
+         "effect, leaving out everything the later layers do with it.", "06"),
+    Term("polysemantic neuron", "A neuron that fires on several unrelated patterns of the input, so that "
+         "no single description fits its top contexts.", "06"),
+    Term("superposition", "Storing more features than a layer has dimensions (or neurons), as directions "
+         "that are not orthogonal; it works when the features are rarely active at once, and it makes "
+         "neurons polysemantic.", "06"),
     # -- lesson 07 --
     Term("transformer block", "The unit transformers are stacked from: attention, then a feed-forward "
          "network, each with a residual connection and a normalization.", "07"),
@@ -195,6 +210,19 @@ TERMS: tuple[Term, ...] = (
          "some information (here, the sense of a word) can be read off them.", "07"),
     Term("course model", "The small decoder-only transformer this course trains on its own corpus and "
          "ships (attnlab.zoo), so lessons can look inside a trained model.", "07"),
+    Term("top-k sampling", "Sampling the next token from only the k most likely tokens, their "
+         "probabilities renormalized to sum to 1.", "07"),
+    Term("top-p sampling", "Nucleus sampling: sampling the next token from the fewest most likely tokens "
+         "whose probabilities add up to at least p, so it keeps few tokens when the model is sure and many "
+         "when it is not.", "07"),
+    Term("masked language modelling", "BERT's pretraining objective: hide some of the input tokens "
+         "(15%) behind a mask token and train an encoder to predict them from both sides.", "07"),
+    Term("span corruption", "T5's pretraining objective: replace random spans of the input by sentinel "
+         "tokens and train an encoder-decoder to write the missing spans.", "07"),
+    Term("prefix language model", "A decoder whose mask lets the first part of the text (the prefix) "
+         "attend both ways and the rest only to the past; the loss is on the rest.", "07"),
+    Term("ablation", "Switching a part of a trained model off (here, one attention head) and measuring "
+         "what it can still do, to test what that part is needed for.", "07"),
     # -- lesson 08 --
     Term("FLOP", "One floating-point operation, such as a multiplication or an addition; the course "
          "counts a multiply-add as two. FLOP/s (operations per second) is a rate.", "08"),
@@ -204,6 +232,17 @@ TERMS: tuple[Term, ...] = (
          "a straight line on it, whose slope is the exponent p.", "08"),
     Term("crossover length", "The length at which attention's n² products cost as many FLOPs as "
          "the rest of a layer, whose cost grows only like n.", "08"),
+    Term("6N rule", "Training a transformer with N parameters costs about 6N FLOPs per token: 2N in "
+         "the forward pass and 4N in the backward pass, plus a part for attention that grows with the "
+         "context (Kaplan et al., 2020).", "08"),
+    Term("activation memory", "The intermediate results a forward pass keeps for the backward pass; it "
+         "grows with batch size, length and depth, and with the square of the length when attention "
+         "keeps its n × n weights.", "08"),
+    Term("prefill and decode", "The two phases of generation: prefill reads the whole prompt at once "
+         "(n queries against n keys, quadratic); each decode step adds one token, whose single query "
+         "meets the n cached keys (linear in the context).", "08"),
+    Term("memory-bound", "Limited by how fast data moves, not by arithmetic: a computation whose "
+         "arithmetic intensity is below the machine's balance point, such as a decode step.", "08"),
     Term("patch", "A small square of an image, flattened into one vector: the token of a vision "
          "transformer (a 224 x 224 image makes 196 patches of 16 x 16 pixels).", "08"),
     Term("spectrogram frame", "The energies of a short slice of sound at many frequencies; an audio "
@@ -233,6 +272,9 @@ TERMS: tuple[Term, ...] = (
          "bandwidth, then a flat roof at peak arithmetic, meeting at the balance point.", "09"),
     Term("page fault", "The first time a program touches a page (4 KiB) of freshly allocated "
          "memory, the operating system stops it to find, zero and map a physical page.", "09"),
+    Term("memory allocator", "The library code (malloc) that hands a program memory and takes it "
+         "back; glibc's gives large blocks fresh pages from the operating system and returns them "
+         "when they are freed, so the next large block page-faults again.", "09"),
     Term("HBM and SRAM", "A GPU's two memories: HBM, large (tens of GB or more) and slower; SRAM on "
          "the chip, small (a few hundred KB per multiprocessor) and many times faster.", "09"),
     Term("recomputation", "Computing an intermediate result again in the backward pass instead of "

@@ -3,6 +3,8 @@ message that says what to look at; a stub's NotImplementedError passes through."
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from torch import nn
@@ -276,3 +278,69 @@ def test_a_hard_coded_rope_base_is_named(stacks):
         def __init__(self, *args, rope_base=10000.0, **kwargs):
             super().__init__(*args, rope_base=10000.0, **kwargs)
     fails(checks.check_encoder_block, Hardcoded, "rope_base=500.0 asks for rotary positions", "not the default")
+
+
+# ------------------------------------------------------------------ the pronoun exercise (not graded)
+
+
+@pytest.fixture(scope="module")
+def course(stacks):
+    from attnlab import zoo
+
+    model, meta = zoo.load()
+    return model
+
+
+def _surviving(model, mistake=None):
+    from attnlab.tasks import pronoun
+
+    def surviving_predictions(head, distance):
+        found = pronoun.sentences(200, distance)
+        masks = torch.ones(4, 4)
+        if mistake == "whole layer":
+            masks[head[0]] = 0.0
+        elif mistake != "no mask":
+            masks[head] = 0.0
+        with torch.no_grad(), pronoun.head_masks(model, masks):
+            logits = model(pronoun.token_ids(found))
+        return pronoun.count_fits(logits[:, -1], found)
+    return surviving_predictions
+
+
+def test_the_pronoun_check_accepts_any_right_design(course, capsys):
+    for decisions in [((0, 3), (0, 1), (3, 9, 12), "content"), ((0, 3), (2, 2), [9], "content"),
+                      ((0, 3), (3, 0), (3, 6), "content")]:
+        found = checks.check_pronoun_ablation(_surviving(course), lambda: decisions, course)
+        assert found["report_passed"] == 6 and found["verdict"] == "content"
+        assert 6 in found["table"] and found["table"][6]["head_off"] < 0.6 * found["table"][6]["fit"]
+    out = capsys.readouterr().out
+    assert "✓ pronoun ablation (not graded): 6 checks passed" in out and "attention on the noun" in out
+
+
+@pytest.mark.parametrize("decisions, message", [
+    (((0, 1), (0, 2), (3,), "content"), "does not need that head"),
+    (((0, 3), (0, 3), (3,), "content"), "must be another head"),
+    (((0, 3), (0, 1), (6,), "content"), "Measure at least one\\s+other distance"),
+    (((0, 3), (0, 1), (3,), "position"), "by what it is \\('content'\\)"),
+    (((0, 3), (4, 0), (3,), "content"), "not a head of the course model"),
+    (((0, 3), (0, 1), (5,), "content"), "distances must be a list"),
+    (((0, 3), (0, 1), (3,), "meaning"), "'content'.*or\\s+'position'"),
+])
+def test_the_pronoun_check_says_why_a_design_does_not_work(course, decisions, message):
+    check = functools.partial(checks.check_pronoun_ablation, decisions=lambda: decisions, model=course)
+    fails(check, _surviving(course), message)
+
+
+@pytest.mark.parametrize("mistake, message", [("no mask", "nothing was switched off"),
+                                              ("whole layer", "every head of layer 0 off")])
+def test_the_pronoun_check_names_a_wrong_count(course, mistake, message):
+    check = functools.partial(checks.check_pronoun_ablation, decisions=lambda: ((0, 3), (0, 1), (3,), "content"),
+                              model=course)
+    fails(check, _surviving(course, mistake), message)
+
+
+def test_the_pronoun_check_waits_while_nothing_is_written(course, capsys):
+    def stub(*args):
+        raise NotImplementedError("not written")
+    assert checks.check_pronoun_ablation(stub, stub, course) is None
+    assert "waiting" in capsys.readouterr().out

@@ -81,3 +81,58 @@ def test_generation_figure_and_its_interactive_view_redraw():
     assert calls[-1] == ("a b c", "0", "1")
     with pytest.raises(ValueError, match="step"):
         plots.generation_figure(["a", "b"], 1, torch.ones(1, 2), 2)
+
+
+def test_sampling_figure_marks_what_top_k_and_top_p_keep():
+    words = [f"w{i}" for i in range(20)]
+    sure = torch.zeros(20)
+    sure[3] = 0.95
+    sure[[0, 1]] = 0.025
+    flat = torch.full((20,), 0.05)
+    fig = plots.sampling_figure({"sure": (words, sure), "flat": (words, flat)}, top_k=5, top_p=0.9,
+                                nucleus_sizes=torch.tensor([1, 1, 2, 18, 18]))
+    sure_ax, flat_ax, histogram = [ax for ax in fig.axes if ax.get_visible()]
+    dark = "#08519c"
+    def kept(ax):
+        return sum(matplotlib.colors.to_hex(bar.get_facecolor()) == dark for bar in ax.patches)
+    assert kept(sure_ax) == 1 and "keeps 1" in sure_ax.get_xlabel()
+    assert kept(flat_ax) == 12 and "keeps 18" in flat_ax.get_xlabel()   # 12 bars shown of the 18 kept
+    assert sure_ax.get_xticklabels()[0].get_text() == "w3"               # sorted, most likely first
+    assert histogram.get_ylabel() == "positions" and "top-p" in histogram.get_xlabel()
+    assert all(ax.get_title() for ax in (sure_ax, flat_ax, histogram))
+    with pytest.raises(ValueError, match="top_k"):
+        plots.sampling_figure({"sure": (words, sure)}, top_k=0, top_p=0.9)
+    with pytest.raises(ValueError, match="probabilities must be"):
+        plots.sampling_figure({"short": (words[:3], sure)}, top_k=5, top_p=0.9)
+
+
+def test_objectives_figure_draws_each_mask_and_marks_the_loss_rows():
+    words = ["a", "b", "c"]
+    fig = plots.objectives_figure([
+        {"title": "causal", "queries": words, "keys": words, "allowed": np.tril(np.ones((3, 3), bool)), "loss": [0, 1, 2]},
+        {"title": "masked", "queries": words, "keys": words, "allowed": np.ones((3, 3), bool), "loss": [1]},
+        {"title": "cross", "queries": ["x", "y"], "keys": words, "allowed": np.ones((2, 3), bool), "loss": [0, 1],
+         "xlabel": "source (key)", "ylabel": "target (query)"},
+    ])
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in shown] == ["causal", "masked", "cross"]
+    assert np.array_equal(shown[0].images[0].get_array(), np.tril(np.ones((3, 3))))
+    red = [label.get_text() for label in shown[1].get_yticklabels()
+           if matplotlib.colors.to_hex(label.get_color()) == "#d62728"]
+    assert red == ["b"]
+    assert shown[2].get_xlabel() == "source (key)" and shown[2].get_ylabel() == "target (query)"
+    with pytest.raises(ValueError, match="allowed has shape"):
+        plots.objectives_figure([{"title": "bad", "queries": words, "keys": words, "allowed": np.ones((2, 2)),
+                                  "loss": []}])
+
+
+def test_every_lesson07_figure_fits_the_notebook():
+    # 9.6 inches at 100 dpi is the notebook's width (tests/test_figures_readable.py)
+    figures = [plots.arrangements_figure(),
+               plots.sampling_figure({"p": ([f"w{i}" for i in range(9)], torch.full((9,), 1 / 9))},
+                                     top_k=5, top_p=0.9, nucleus_sizes=torch.tensor([1, 4])),
+               plots.generation_figure([f"w{i}" for i in range(40)], 30, torch.full((10, 40), 0.03), 10)]
+    for fig in figures:
+        assert fig.get_figwidth() <= 9.6
+    titles = [ax.get_title(loc="left") or ax.get_title() for ax in figures[2].axes]
+    assert all(titles), titles

@@ -1,8 +1,12 @@
-"""Each lesson's interactive figure, driven once in JupyterLab: the lesson runs top to bottom (with
-the course's references, as a learner who borrowed them), one control of the figure moves, and the
-figure is drawn again."""
+"""Each lesson's interactive figures, driven in JupyterLab: the lesson runs top to bottom once
+(with the course's references, as a learner who borrowed them), then every slider of every
+interactive figure is dragged with the mouse (its track is wide enough to drag, the middle of the
+track gives a middle value, the figure is drawn again); a figure without sliders has its first
+control moved. Moving the controls writes nothing to JupyterLab's Log Console."""
 
 from __future__ import annotations
+
+import re
 
 import nbformat
 import pytest
@@ -13,6 +17,7 @@ from labdriver import NOTEBOOK, ROOT, LabServer
 from conftest import ARTIFACTS
 
 FIGURE = ".attnlab-interactive-figure"
+MIN_TRACK_PX = 150  # a track narrower than this cannot be dragged to a value of one's choice
 
 
 def _with_figure() -> list:
@@ -64,19 +69,107 @@ def _move_first_control(figure) -> str:
     return "typed into the box"
 
 
+# What the figure shows: its picture and the caption carried in its alt text, which names the value
+# of every control (two settings may draw the same picture: the caption still differs).
+_PICTURE = """box => { const img = box.querySelector('img');
+    return img && img.getAttribute('alt') + '\\n' + img.getAttribute('src'); }"""
+
+
+def _picture(figure) -> str | None:
+    return figure.evaluate(_PICTURE)
+
+
+def _wait_redrawn(lab, figure, before: str | None) -> None:
+    # The HTML widget replaces its <img> on each redraw: look the picture up again inside the box.
+    changed = f"([box, before]) => {{ const now = ({_PICTURE})(box); return now !== null && now !== before; }}"
+    lab.page.wait_for_function(changed, arg=[figure.element_handle(), before], timeout=90_000, polling=250)
+
+
+def _slider_state(slider) -> dict:
+    """The slider's range (from its handle's ARIA attributes), shown value and track."""
+    handle = slider.locator(".noUi-handle").first
+    track = slider.locator(".noUi-target").first
+    readout = slider.locator(".widget-readout").first
+    return {
+        "label": slider.locator(".widget-label").first.inner_text().strip(),
+        "low": float(handle.get_attribute("aria-valuemin")),
+        "high": float(handle.get_attribute("aria-valuemax")),
+        "value": float(re.sub(r"[^0-9eE.+-]", "", readout.inner_text()) or "nan"),
+        "handle": handle.bounding_box(),
+        "track": track.bounding_box(),
+    }
+
+
+def _drag(lab, slider, fraction: float) -> dict:
+    """Drag the slider's handle with the mouse to ``fraction`` of its track; its state after."""
+    state = _slider_state(slider)
+    handle, track = state["handle"], state["track"]
+    page = lab.page
+    y = handle["y"] + handle["height"] / 2
+    page.mouse.move(handle["x"] + handle["width"] / 2, y)
+    page.mouse.down()
+    page.mouse.move(track["x"] + fraction * track["width"], y, steps=12)
+    page.mouse.up()
+    page.wait_for_timeout(300)
+    return _slider_state(slider)
+
+
+def _drag_every_slider(lab, figure, lesson) -> list[str]:
+    done = []
+    sliders = figure.locator(".widget-slider")
+    for index in range(sliders.count()):
+        slider = sliders.nth(index)
+        slider.scroll_into_view_if_needed()
+        state = _slider_state(slider)
+        name = state["label"] or f"slider {index + 1}"
+        assert state["track"]["width"] >= MIN_TRACK_PX, (
+            f"lesson {lesson.number}, {name!r}: its track is {state['track']['width']:.0f} px wide "
+            f"(at least {MIN_TRACK_PX} px to drag it)")
+        before = _picture(figure)
+        low, high = state["low"], state["high"]
+        moved = _drag(lab, slider, 0.5)
+        whole = low.is_integer() and high.is_integer() and moved["value"].is_integer()
+        tolerance = max(0.15 * (high - low), 1.0 if whole else 0.0)
+        assert abs(moved["value"] - (low + high) / 2) <= tolerance, (
+            f"lesson {lesson.number}, {name!r}: dragged to the middle of [{low:g}, {high:g}], it shows "
+            f"{moved['value']:g}")
+        if moved["value"] == state["value"]:  # it was at the middle already: a quarter moves it
+            moved = _drag(lab, slider, 0.25)
+            assert moved["value"] != state["value"], f"lesson {lesson.number}, {name!r}: dragging does not move it"
+        _wait_redrawn(lab, figure, before)
+        lab.shot(f"lesson-{lesson.number}-dragged-{index + 1}-to-{moved['value']:g}", figure)
+        done.append(f"{name} {state['value']:g} -> {moved['value']:g}")
+    return done
+
+
+def _log_console_entries(lab) -> list[str]:
+    """Open View > Show Log Console (for the active notebook) and read its entries."""
+    lab.menu("View", "Show Log Console")
+    console = lab.page.locator(".jp-LogConsolePanel").first
+    console.wait_for(timeout=30_000)
+    lab.page.wait_for_timeout(500)
+    entries = console.locator(".jp-OutputArea-child").all_inner_texts()
+    lab.shot("log-console", console)
+    return entries
+
+
 @pytest.mark.parametrize("lesson", _with_figure(), ids=lambda lesson: lesson.slug)
-def test_the_interactive_figure_redraws(borrowing_server, lab_factory, lesson):
+def test_the_interactive_figures_redraw_and_their_sliders_drag(borrowing_server, lab_factory, lesson):
     lab = lab_factory(borrowing_server)
     lab.open_notebook(f"notebooks/{lesson.notebook}", workspace=f"figure-{lesson.number}")
     lab.run_all(timeout=max(240_000, 4_000 * lesson.budget_s))
-    figure = lab.page.locator(f"{NOTEBOOK} {FIGURE}").first
-    figure.wait_for(timeout=60_000)
-    picture = figure.locator("img").first
-    before = picture.get_attribute("src")
-    lab.shot(f"lesson-{lesson.number}-figure-before", figure)
-    done = _move_first_control(figure)
-    # The HTML widget replaces its <img> on each redraw: look the picture up again inside the box.
-    lab.page.wait_for_function("([box, src]) => { const img = box.querySelector('img');"
-                               " return img !== null && img.getAttribute('src') !== src; }",
-                               arg=[figure.element_handle(), before], timeout=60_000)
-    lab.shot(f"lesson-{lesson.number}-figure-after ({done})", figure)
+    figures = lab.page.locator(f"{NOTEBOOK} {FIGURE}")
+    figures.first.wait_for(timeout=60_000)
+    for number in range(figures.count()):
+        figure = figures.nth(number)
+        lab.shot(f"lesson-{lesson.number}-figure-{number + 1}-before", figure)
+        if figure.locator(".widget-slider").count():
+            _drag_every_slider(lab, figure, lesson)
+        else:
+            before = _picture(figure)
+            done = _move_first_control(figure)
+            _wait_redrawn(lab, figure, before)
+            lab.shot(f"lesson-{lesson.number}-figure-{number + 1}-after ({done})", figure)
+    # A redraw writes into the figure's own box, never into the Log Console (issue 35, part 5).
+    entries = _log_console_entries(lab)
+    assert entries == [], f"lesson {lesson.number}: moving the figure's controls logged {entries}"

@@ -16,7 +16,7 @@ with and without the cache.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +39,7 @@ __all__ = [
     "check_encoder_decoder",
     "check_encoder_only",
     "check_generate",
+    "check_pronoun_ablation",
     "contract_parameters",
     "reference_transformer_block",
     "reference_transformer",
@@ -968,3 +969,179 @@ def check_generate(generate: Callable, DecoderOnly: type, EncoderDecoder: type |
                                          "model.decode on the encoder's output (memory) at every step")
         cases.append(("an encoder-decoder's source", translate))
     run_checks("generate", cases)
+
+
+# --------------------------------------------------------------------------------------------
+# The pronoun head (a thinking exercise, not graded)
+# --------------------------------------------------------------------------------------------
+
+# The share of the predictions a head must cost to count as needed, and the share a control may
+# cost at most (where the model gets at least ``_RELIABLE`` of the sentences right with every head).
+_NEEDED, _CONTROL, _RELIABLE = 0.6, 0.05, 0.9
+VERDICTS = ("content", "position")
+
+
+def _pronoun_measure(model, distance: int, n: int, heads: Sequence[tuple[int, int]] = (),
+                     weights: bool = False):
+    """The course's own count: how many of the ``n`` sentences at ``distance`` still get a word that
+    fits with ``heads`` switched off; with ``weights``, also the attention weights of every layer."""
+    from attnlab.tasks import pronoun
+
+    found = pronoun.sentences(n, distance, seed=0)
+    n_layers, n_heads = len(model.blocks), model.blocks[0].self_attn.n_heads
+    masks = torch.ones(n_layers, n_heads)
+    for layer, head in heads:
+        masks[layer, head] = 0.0
+    with torch.no_grad(), pronoun.head_masks(model, masks):
+        logits, attention = model(pronoun.token_ids(found), return_weights=True)
+    fits = pronoun.count_fits(logits[:, -1], found)
+    return (fits, attention) if weights else fits
+
+
+def _pair(value, what: str, n_layers: int, n_heads: int) -> tuple[int, int]:
+    if (not isinstance(value, (tuple, list)) or len(value) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+        raise AssertionError(f"{what} must be a pair (layer, head) of whole numbers, got {value!r}")
+    layer, head = value
+    if not (0 <= layer < n_layers and 0 <= head < n_heads):
+        raise AssertionError(f"{what} = {value!r} is not a head of the course model: layers 0 to {n_layers - 1}, "
+                             f"heads 0 to {n_heads - 1} (counting from 0)")
+    return int(layer), int(head)
+
+
+def check_pronoun_ablation(surviving_predictions: Callable, decisions: Callable, model: nn.Module,
+                           n_sentences: int = 200) -> dict | None:
+    """Lesson 07's pronoun exercise (not graded): is the head that reads the noun from "was" needed,
+    and does it find the noun by what it is or by where it is?
+
+    decisions() returns (head, control, distances, verdict): the (layer, head) to switch off, a
+    control head, the noun-to-"was" distances to measure (from ``attnlab.tasks.pronoun.DISTANCES``)
+    and "content" or "position". surviving_predictions(head, distance) returns how many of
+    ``pronoun.sentences(200, distance)`` still get a word that fits with ``head`` switched off.
+
+    Any head the model needs, any control it does not need, any distances that include one the
+    corpus never has, and the verdict the measurement supports all pass. Prints the measurements
+    and returns them ({distance: {...}}), or prints that it waits and returns None while either
+    function raises NotImplementedError.
+    """
+    from attnlab.tasks import pronoun
+
+    try:
+        chosen = decisions()
+        surviving_predictions((0, 0), 6)
+    except NotImplementedError:
+        print("… pronoun exercise: waiting for your pronoun_decisions() and surviving_predictions() "
+              "(this exercise is not graded)")
+        return None
+    n_layers, n_heads = len(model.blocks), model.blocks[0].self_attn.n_heads
+    measured: dict = {}
+    memo: dict = {}
+
+    def _measure(_model, distance, n, heads=(), weights=False):
+        # The course's count, each (distance, heads) computed once.
+        key = (distance, tuple(sorted(heads)), weights)
+        if key not in memo:
+            memo[key] = _pronoun_measure(model, distance, n, heads, weights)
+        return memo[key]
+
+    def well_formed():
+        if not isinstance(chosen, (tuple, list)) or len(chosen) != 4:
+            raise AssertionError(f"pronoun_decisions() must return (head, control, distances, verdict), got {chosen!r}")
+        head, control, distances, verdict = chosen
+        measured["head"] = _pair(head, "the head to switch off", n_layers, n_heads)
+        measured["control"] = _pair(control, "the control head", n_layers, n_heads)
+        if isinstance(distances, int) or not distances or any(d not in pronoun.DISTANCES for d in distances):
+            raise AssertionError(f"distances must be a list of distances from {pronoun.DISTANCES}, got {distances!r}")
+        if verdict not in VERDICTS:
+            raise AssertionError(f"the verdict must be 'content' (the head finds the noun by what it is) or "
+                                 f"'position' (it looks a fixed number of words back), got {verdict!r}")
+        measured["distances"] = sorted(set(distances) | {6})
+        measured["verdict"] = verdict
+
+    def counts_like_the_course():
+        head, control = measured["head"], measured["control"]
+        for distance in measured["distances"]:
+            full = _measure(model, distance, n_sentences)
+            for which in (head, control):
+                expected = _measure(model, distance, n_sentences, [which])
+                got = surviving_predictions(which, distance)
+                if got == expected:
+                    continue
+                layer, h = which
+                hint = "recount with pronoun.count_fits(logits[:, -1], sentences)"
+                if got == full:
+                    hint = ("that is the count with every head on: nothing was switched off (the mask needs a 0 at "
+                            "[layer, head], passed with pronoun.head_masks)")
+                elif h < n_layers and layer < n_heads and got == _measure(model, distance, n_sentences, [(h, layer)]):
+                    hint = f"that is the count with head {layer} of layer {h} off: the mask is indexed [layer, head]"
+                elif got == _measure(model, distance, n_sentences, [(layer, i) for i in range(n_heads)]):
+                    hint = f"that is the count with every head of layer {layer} off: switch off one head"
+                raise AssertionError(f"surviving_predictions({which}, {distance}) returned {got!r}; with layer {layer} "
+                                     f"head {h} switched off, {expected} of {n_sentences} predictions still fit: {hint}")
+
+    def the_head_is_needed():
+        layer, head = measured["head"]
+        full = _measure(model, 6, n_sentences)
+        off = _measure(model, 6, n_sentences, [measured["head"]])
+        if off > _NEEDED * full:
+            raise AssertionError(f"with layer {layer} head {head} switched off, {off} of the {full} predictions that fit "
+                                 "still fit: the model does not need that head to find the noun. Switch off the head "
+                                 "whose attention from 'was' lands on the noun")
+
+    def the_control_is_not():
+        if measured["control"] == measured["head"]:
+            raise AssertionError("the control must be another head: it shows what switching off *a* head costs, "
+                                 "so that the cost of yours means something")
+        layer, head = measured["control"]
+        for distance in measured["distances"]:
+            full = _measure(model, distance, n_sentences)
+            if full < _RELIABLE * n_sentences:
+                continue   # the model itself fails here: nothing to control
+            off = _measure(model, distance, n_sentences, [measured["control"]])
+            if off < full - _CONTROL * n_sentences:
+                raise AssertionError(f"with your control (layer {layer} head {head}) switched off, only {off} of {full} "
+                                     f"predictions fit at distance {distance}: it is needed too, so it cannot show that "
+                                     "the cost is specific to your head. Choose a head the model does without")
+
+    def a_distance_the_corpus_never_has():
+        if measured["distances"] == [6]:
+            raise AssertionError("the corpus always puts the noun 6 words before 'was', so there a head that finds the "
+                                 "noun and a head that always looks 6 words back do the same thing. Measure at least one "
+                                 f"other distance ({', '.join(str(d) for d in pronoun.DISTANCES if d != 6)})")
+
+    def the_verdict_follows():
+        layer, head = measured["head"]
+        table = {}
+        for distance in measured["distances"]:
+            full, attention = _measure(model, distance, n_sentences, weights=True)
+            w = attention[layer][:, head, -1]                 # (sentences, keys): from "was"
+            table[distance] = {
+                "fit": full, "head_off": _measure(model, distance, n_sentences, [measured["head"]]),
+                "control_off": _measure(model, distance, n_sentences, [measured["control"]]),
+                "on_noun": w[:, pronoun.NOUN].mean().item(), "six_back": w[:, -7].mean().item()}
+        measured["table"] = table
+        others = [d for d in measured["distances"] if d != 6]
+        by_content = all(table[d]["on_noun"] > table[d]["six_back"] for d in others)
+        right = "content" if by_content else "position"
+        if measured["verdict"] != right:
+            d = others[0]
+            raise AssertionError(
+                f"at distance {d}, head {head} of layer {layer} puts {table[d]['on_noun']:.0%} of its attention from 'was' "
+                f"on the noun and {table[d]['six_back']:.0%} on the word 6 words back: "
+                + ("it follows the noun wherever it stands, by what it is ('content')" if by_content else
+                   "it keeps looking 6 words back, wherever the noun is ('position')"))
+
+    report = run_checks("pronoun ablation (not graded)",
+                        [("your decisions are well formed", well_formed),
+                         ("your surviving_predictions counts what the course counts", counts_like_the_course),
+                         ("the head you switch off is one the model needs", the_head_is_needed),
+                         ("the control is a head the model does without", the_control_is_not),
+                         ("a distance the corpus never has", a_distance_the_corpus_never_has),
+                         ("the verdict follows from the measurement", the_verdict_follows)])
+    (layer, head), (c_layer, c_head) = measured["head"], measured["control"]
+    print(f"{'distance':>8} {'fit, every head':>16} {f'L{layer}H{head} off':>10} {f'L{c_layer}H{c_head} off':>10} "
+          f"{'attention on the noun':>22} {'on the word 6 back':>19}")
+    for distance, row in measured["table"].items():
+        print(f"{distance:>8} {row['fit']:>12}/{n_sentences} {row['head_off']:>6}/{n_sentences} "
+              f"{row['control_off']:>6}/{n_sentences} {row['on_noun']:>22.0%} {row['six_back']:>19.0%}")
+    return {"report_passed": report.passed, **measured}

@@ -2,8 +2,10 @@
 
     jupyter lab --config=lab-settings/jupyter_lab_config.py --ServerApp.root_dir=<the course>
 
-The settings beside this file: overrides.json5 (JupyterLab defaults: no news pop-up) and
-page_config.json5 (nbgrader's instructor extensions off for learners).
+The settings beside this file: overrides.json5 (JupyterLab defaults: no news pop-up),
+page_config.json5 (nbgrader's instructor extensions off for learners) and labextensions/ (the
+course's own small extension, built from learner-view/: after Run All stops at an error the error
+is in view, opening a notebook does not mark it unsaved, output text wraps between words).
 """
 
 import os
@@ -16,6 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 c.LabApp.default_url = "/lab/tree/notebooks/00_start_here.ipynb"
 # JupyterLab reads overrides.json5 and page_config.json5 from its application settings folder.
 c.LabApp.app_settings_dir = HERE
+# The course's extension, prebuilt (no node needed to use it): see learner-view/README.md.
+c.LabApp.extra_labextensions_path = [os.path.join(HERE, "labextensions")]
 # No announcements are fetched from the internet (the pop-up itself is off in overrides.json5).
 c.LabApp.news_url = None
 # Local only; the URL with its token is printed, as `make lab` works without a display.

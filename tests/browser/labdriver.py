@@ -228,12 +228,21 @@ class Lab:
             cells = code_cells.filter(has=self.page.locator(".jp-InputPlaceholder"))
         return cells.first
 
+    def setup_cell(self):
+        """The active notebook's set-up cell: every lesson's first code cell (``attnlab.start_lesson``)."""
+        return self.page.locator(f"{NOTEBOOK} .jp-CodeCell").first
+
+    def _cell(self, cell):
+        """``cell`` itself, or the code cell holding the code ``cell``."""
+        return self.cell(cell) if isinstance(cell, str) else cell
+
     def prompts(self) -> list[str]:
         """The input prompts of the active notebook's code cells: "[3]:", "[ ]:", "[*]:"."""
         return [p.strip() for p in self.page.locator(f"{NOTEBOOK} .jp-CodeCell .jp-InputPrompt").all_inner_texts()]
 
-    def output_text(self, code: str) -> str:
-        return self.cell(code).locator(".jp-OutputArea").inner_text()
+    def output_text(self, cell) -> str:
+        """The output of ``cell`` (a cell, or the code it holds) as text."""
+        return self._cell(cell).locator(".jp-OutputArea").inner_text()
 
     def run_all(self, timeout: float = 180_000) -> None:
         """Run > Run All Cells; returns when the run is over (JupyterLab stops at an error)."""
@@ -243,9 +252,9 @@ class Lab:
         self._wait_prompt_changed(first, before, timeout)
         self.wait_idle(timeout)
 
-    def run_cell(self, code: str, timeout: float = 60_000) -> None:
-        """Select the cell holding ``code`` and run it with Shift+Enter, as a learner does."""
-        cell = self.cell(code)
+    def run_cell(self, cell, timeout: float = 60_000) -> None:
+        """Select ``cell`` (or the cell holding that code) and run it with Shift+Enter, as a learner does."""
+        cell = self._cell(cell)
         before = cell.locator(".jp-InputPrompt").inner_text()
         cell.locator(".jp-InputPrompt").click()
         self.page.keyboard.press("Shift+Enter")
@@ -259,9 +268,9 @@ class Lab:
             arg=[cell.locator(".jp-InputPrompt").element_handle(), before], timeout=timeout, polling=250,
         )
 
-    def insert_cell_above(self, code_below: str, source: str) -> None:
-        """Insert a code cell with ``source`` above the cell holding ``code_below``."""
-        self.cell(code_below).locator(".jp-InputPrompt").click()
+    def insert_cell_above(self, below, source: str) -> None:
+        """Insert a code cell with ``source`` above the cell ``below`` (or the cell holding that code)."""
+        self._cell(below).locator(".jp-InputPrompt").click()
         self.page.keyboard.press("Escape")
         self.page.keyboard.press("a")
         editor = self.page.locator(f"{NOTEBOOK} .jp-Cell.jp-mod-active .cm-content")

@@ -69,12 +69,13 @@ def test_lesson_02_checks_quiz_and_borrowing(learner_server, lab_factory):
     assert "run_checks" not in message and "raised in your code: attention.py" in message
     lab.shot("blank-check-shows-its-message", lab.cell(check).locator(".jp-OutputArea-output").last, block="end")
 
-    # Borrow the reference above the setup cell, then run everything again: every check passes.
-    lab.insert_cell_above("%load_ext autoreload", 'import attnlab\nattnlab.use_reference("attention")')
+    # Borrow the reference above the set-up cell, then run everything again: every check passes.
+    lab.insert_cell_above(lab.setup_cell(), 'import attnlab\nattnlab.use_reference("attention")')
     lab.run_all()
     notice = lab.output_text('attnlab.use_reference("attention")')
     assert "Note: attnlab.attention is the course's reference implementation" in notice
-    assert "comes from: reference" in lab.output_text("%load_ext autoreload")
+    setup = lab.page.locator(f"{NOTEBOOK} .jp-CodeCell").nth(1)  # below the borrowing cell
+    assert "Lesson 02: you write attnlab.attention (the course's reference)" in lab.output_text(setup)
     lab.shot("borrowed-reference-notice", lab.cell('attnlab.use_reference("attention")'))
     for function in ("softmax", "attention_numpy", "scaled_dot_product_attention"):
         output = lab.output_text(f"checks.check_{function}(")
@@ -90,7 +91,7 @@ def test_lesson_02_checks_quiz_and_borrowing(learner_server, lab_factory):
     question = quiz.locator(".widget-vbox").filter(has_text="What does attention let a token do?").last
     score = quiz.locator(".widget-label", has_text=re.compile("^You got"))
     questions = int(re.fullmatch(r"You got 0 of (\d+) right\.", score.inner_text()).group(1))
-    question.get_by_label("Look only at the token right before it").check()
+    question.get_by_label("token right before it", exact=False).check()
     question.get_by_role("button", name="Check").click()
     feedback = question.locator(".widget-html").last
     page = lab.page
@@ -99,7 +100,7 @@ def test_lesson_02_checks_quiz_and_borrowing(learner_server, lab_factory):
     assert score.inner_text() == f"You got 0 of {questions} right."
     lab.shot("quiz-wrong-option-explained", question)
 
-    question.get_by_label("Gather information from other tokens", exact=False).check()
+    question.get_by_label("other tokens' values", exact=False).check()
     question.get_by_role("button", name="Check").click()
     page.wait_for_function("(el) => el.innerText.includes('Right.')", arg=feedback.element_handle())
     assert "weighted average of value vectors" in feedback.inner_text()

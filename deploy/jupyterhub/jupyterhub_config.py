@@ -8,7 +8,10 @@
   no instructor tools); instructors get the instructors' environment (the course's ``.venv`` with
   the clone's course tool) with formgrader, on the course directory ``~/course`` that
   ``python -m autograder build`` makes.
-- nbgrader's exchange is one folder every user's server reads and writes.
+- nbgrader's exchange is one folder every user's server reads and writes, or, with
+  ``ATTNLAB_HUB_EXCHANGE_SERVICE=ngshare``, the ngshare service (``ngshare_service.py``), which the
+  hub starts and which keeps releases, submissions and feedback in its own database: no folder is
+  shared between users, and each request is made with the user's own hub token.
 - The proxy is ``configurable-http-proxy`` from npm (``npm ci --prefix deploy/jupyterhub``).
 - Servers idle for ``ATTNLAB_HUB_IDLE_S`` seconds are stopped by ``jupyterhub-idle-culler``.
 """
@@ -53,6 +56,12 @@ def is_instructor(name: str) -> bool:
     return name in group.gr_mem or pwd.getpwnam(name).pw_gid == group.gr_gid
 
 
+def instructors() -> list[str]:
+    """The instructors' group now (members, and accounts whose primary group it is)."""
+    group = grp.getgrnam(settings.instructors_group)
+    return sorted({*group.gr_mem, *(p.pw_name for p in pwd.getpwall() if p.pw_gid == group.gr_gid)})
+
+
 # --- each user's server -------------------------------------------------------------------------
 c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.notebook_dir = "~"
@@ -74,9 +83,11 @@ def pre_spawn_hook(spawner):
         # the role's jupyter_server_config.py and nbgrader_config.py (prepare.py writes them)
         "JUPYTER_CONFIG_PATH": str(settings.role_config(role)),
         "PATH": f"{python.parent}:/usr/local/bin:/usr/bin:/bin",
-        "ATTNLAB_HUB_EXCHANGE": str(settings.exchange),
         "ATTNLAB_HUB_COURSE_ID": COURSE_ID,
         "ATTNLAB_HUB_COURSE_DIR": settings.course_dir,
+        # the role's nbgrader_config.py picks the exchange from these
+        **({"ATTNLAB_HUB_NGSHARE_URL": settings.ngshare_public_url} if settings.exchange_service == "ngshare"
+           else {"ATTNLAB_HUB_EXCHANGE": str(settings.exchange)}),
     }
 
 
@@ -90,3 +101,17 @@ c.JupyterHub.load_roles = [
     {"name": "idle-culler", "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
      "services": ["idle-culler"]},
 ]
+
+# --- the exchange as a service: ngshare -----------------------------------------------------------
+# ngshare identifies each caller by the hub token the caller sends (a user's server sends its own),
+# so it needs no scopes of its own. Its admins, who may create courses, are the instructors when the
+# hub starts; instructors then enrol learners (ngshare-course-management add_student).
+if settings.exchange_service == "ngshare":
+    _ngshare = settings.ngshare_state
+    c.JupyterHub.services.append({
+        "name": "ngshare",
+        "url": settings.ngshare_url,
+        "command": [sys.executable, str(HERE / "ngshare_service.py"),
+                    f"--database=sqlite:///{_ngshare / 'ngshare.sqlite'}", f"--storage={_ngshare / 'files'}",
+                    f"--admins={','.join(instructors())}"],
+    })

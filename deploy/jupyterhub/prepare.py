@@ -19,7 +19,9 @@ Idempotent. It makes, under the state folder (``ATTNLAB_HUB_STATE``, default ``/
 - ``hub/``: JupyterHub's own database, cookie secret and proxy pid file (root only).
 
 and the exchange folder (``ATTNLAB_HUB_EXCHANGE``, default ``/srv/nbgrader/exchange``), writable by
-every user, and the Unix groups of learners and instructors.
+every user, or, with ``ATTNLAB_HUB_EXCHANGE_SERVICE=ngshare``, ``ngshare/`` (root only: the
+service's database and files) and no exchange folder; and the Unix groups of learners and
+instructors.
 """
 
 from __future__ import annotations
@@ -53,8 +55,13 @@ def ensure_groups(settings: Settings) -> None:
 
 
 def ensure_exchange(settings: Settings) -> None:
-    """The exchange: every user writes into it; the sticky bit keeps them from deleting each
-    other's files (nbgrader sets the modes of what it puts inside)."""
+    """The exchange folder: every user writes into it; the sticky bit keeps them from deleting each
+    other's files (nbgrader sets the modes of what it puts inside). With the ngshare service there
+    is no such folder: ngshare's database and files are root's alone."""
+    if settings.exchange_service == "ngshare":
+        settings.ngshare_state.mkdir(parents=True, exist_ok=True)
+        os.chmod(settings.ngshare_state, 0o700)
+        return
     settings.exchange.mkdir(parents=True, exist_ok=True)
     os.chmod(settings.exchange, 0o1777)
 
@@ -192,6 +199,8 @@ def write_role_configs(settings: Settings) -> None:
         (fresh / role / "lab-settings").mkdir(parents=True, exist_ok=True)
         for name in names:
             shutil.copy(ROOT / "lab-settings" / name, fresh / role / "lab-settings" / name)
+    # the course's prebuilt JupyterLab extension (lab-settings/learner-view/README.md)
+    shutil.copytree(ROOT / "lab-settings" / "labextensions", fresh / "learner" / "lab-settings" / "labextensions")
     subprocess.run(["chmod", "-R", "a+rX,go-w", str(fresh)], check=True)
     shutil.rmtree(etc, ignore_errors=True)
     fresh.rename(etc)

@@ -116,21 +116,24 @@ def run_as(user: str, argv: list[str], cwd: Path | None = None, env: dict[str, s
 
 @dataclass
 class Hub:
-    """``deploy/jupyterhub/start.sh`` on free localhost ports, state and exchange under ``folder``."""
+    """``deploy/jupyterhub/start.sh`` on free localhost ports, state and exchange under ``folder``;
+    ``exchange_service="ngshare"`` for nbgrader's exchange as the ngshare service."""
 
     folder: Path
     log: Path
     learners_group: str
     instructors_group: str
+    exchange_service: str = "folder"
     process: subprocess.Popen | None = None
     settings: Settings = field(init=False)
 
     def __post_init__(self):
-        public, api, proxy_api = free_ports(3)
+        public, api, proxy_api, ngshare = free_ports(4)
         self.settings = Settings(
             url=f"http://127.0.0.1:{public}", api_url=f"http://127.0.0.1:{api}",
             proxy_api_url=f"http://127.0.0.1:{proxy_api}", state=self.folder / "state",
-            exchange=self.folder / "exchange", learners_group=self.learners_group,
+            exchange=self.folder / "exchange", exchange_service=self.exchange_service,
+            ngshare_url=f"http://127.0.0.1:{ngshare}", learners_group=self.learners_group,
             instructors_group=self.instructors_group,
         )
 
@@ -143,7 +146,8 @@ class Hub:
         return {**{k: v for k, v in os.environ.items() if not k.startswith(("ATTNLAB_", "JUPYTER"))},
                 "ATTNLAB_HUB_URL": s.url, "ATTNLAB_HUB_API_URL": s.api_url,
                 "ATTNLAB_HUB_PROXY_API_URL": s.proxy_api_url, "ATTNLAB_HUB_STATE": str(s.state),
-                "ATTNLAB_HUB_EXCHANGE": str(s.exchange), "ATTNLAB_HUB_LEARNERS": s.learners_group,
+                "ATTNLAB_HUB_EXCHANGE": str(s.exchange), "ATTNLAB_HUB_EXCHANGE_SERVICE": s.exchange_service,
+                "ATTNLAB_HUB_NGSHARE_URL": s.ngshare_url, "ATTNLAB_HUB_LEARNERS": s.learners_group,
                 "ATTNLAB_HUB_INSTRUCTORS": s.instructors_group, "ATTNLAB_HUB_PYTHON": sys.executable}
 
     def start(self, timeout: float = 300) -> "Hub":
@@ -438,11 +442,16 @@ def postgres_bin() -> Path | None:
 
 
 class Postgres:
-    """A throwaway PostgreSQL cluster owned by the ``postgres`` user, on a free localhost port."""
+    """A throwaway PostgreSQL cluster owned by the ``postgres`` user, on a free localhost port.
+
+    As on a real gradebook server, a connection over TCP must give the password (``password``;
+    scram-sha-256); ``url`` holds none, ``url_with_password`` does. The Unix socket in its own
+    folder, which only root and ``postgres`` reach, is trusted for setting it up."""
 
     def __init__(self, folder: Path):
         self.folder, self.bin, self.port = folder, postgres_bin(), free_port()
         self.data = folder / "data"
+        self.password = uuid.uuid4().hex
 
     def _as_postgres(self, *argv: str) -> None:
         done = subprocess.run(["runuser", "-u", "postgres", "--", *argv], capture_output=True, text=True, timeout=120)
@@ -451,16 +460,32 @@ class Postgres:
     def start(self) -> "Postgres":
         self.folder.mkdir(parents=True, exist_ok=True)
         subprocess.run(["chown", "postgres:postgres", str(self.folder)], check=True)
-        self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "--auth=trust", "-U", "postgres")
+        password_file = self.folder / "password"
+        password_file.write_text(self.password + "\n")
+        password_file.chmod(0o600)
+        subprocess.run(["chown", "postgres:postgres", str(password_file)], check=True)
+        try:
+            self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "--auth-local=trust",
+                              "--auth-host=scram-sha-256", "-U", "postgres", f"--pwfile={password_file}")
+        finally:
+            password_file.unlink()
         self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.folder / "server.log"), "-w",
                           "-o", f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1", "start")
-        self._as_postgres(str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
+        self._as_postgres(str(self.bin / "createdb"), "-h", str(self.folder), "-p", str(self.port), "-U", "postgres",
                           "gradebook")
         return self
 
     @property
     def url(self) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/gradebook"
+
+    @property
+    def url_with_password(self) -> str:
+        return f"postgresql://postgres:{self.password}@127.0.0.1:{self.port}/gradebook"
+
+    def pgpass_line(self) -> str:
+        """This server's line of a ``~/.pgpass`` file (host:port:database:user:password)."""
+        return f"127.0.0.1:{self.port}:gradebook:postgres:{self.password}\n"
 
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():

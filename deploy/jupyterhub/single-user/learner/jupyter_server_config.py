@@ -1,8 +1,8 @@
 """A learner's JupyterLab on the class hub (``prepare.py`` copies this folder to the hub's state).
 
 JupyterLab's settings for learners are those of ``make lab`` (``lab-settings/``: no news pop-up;
-nbgrader's Assignment List and Validate, none of its instructor tools); the instructor tools'
-server parts are off too.
+nbgrader's Assignment List and Validate, none of its instructor tools; the course's extension);
+the instructor tools' server parts are off too.
 """
 
 import os
@@ -11,6 +11,8 @@ c = get_config()  # noqa: F821 (provided by traitlets when the server loads this
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 c.LabApp.app_settings_dir = os.path.join(HERE, "lab-settings")
+# The course's extension, as in `make lab` (prepare.py copies it here).
+c.LabApp.extra_labextensions_path = [os.path.join(HERE, "lab-settings", "labextensions")]
 c.LabApp.news_url = None
 c.ServerApp.jpserver_extensions = {
     "nbgrader.server_extensions.formgrader": False,

@@ -451,3 +451,124 @@ def test_kv_heads_choice_says_which_limit_a_wrong_choice_breaks():
     fails(check, lambda m: 1, "0.270 nats above", "more than the 0.2 you accept")
     fails(check, lambda m: None, "you chose none", "the loss before the fine-tune does not count")
     fails(check, lambda m: "2", "choose one of")
+
+
+# ------------------------------------------------------------------ exercise 7 (not graded): the induction test
+
+
+@pytest.fixture(scope="module")
+def course_model():
+    from attnlab import zoo
+    from attnlab.zoo.loading import CHAIN
+
+    before = {name: attnlab.source_of(name) == "reference" for name in CHAIN}
+    attnlab.use_reference(*CHAIN, quiet=True)
+    model = zoo.build_model(zoo.ZooConfig.from_dict(zoo.metadata()["config"]))
+    model.load_state_dict(zoo.load_state())
+    yield model.eval()
+    for name in CHAIN:
+        if not before[name]:
+            attnlab.use_own(name)
+
+
+INDUCTION_HEADS = [(2, 0), (2, 3)]
+
+
+def _repeated_tokens(n_sequences, half, generator):
+    from attnlab.zoo.induction import WORDS
+
+    first = WORDS[torch.randint(len(WORDS), (n_sequences, half), generator=generator)]
+    return torch.cat([first, first], dim=1)
+
+
+def _per_word_loss(model, tokens):
+    with torch.no_grad():
+        logits = model(tokens)
+    return torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
+
+
+def _half_losses(model, tokens):
+    T = tokens.shape[1] // 2
+    losses = _per_word_loss(model, tokens)
+    return losses[:, :T - 1].mean().item(), losses[:, T:].mean().item()
+
+
+def _weights(model, tokens):
+    with torch.no_grad():
+        _, weights = model(tokens, return_weights=True)
+    return torch.stack(weights, dim=1)
+
+
+def _induction_scores(model, tokens, offset=1, transpose=False):
+    T = tokens.shape[1] // 2
+    q = torch.arange(T, 2 * T)
+    scores = _weights(model, tokens)[..., q, q - T + offset].mean(dim=(0, -1))
+    return scores.T if transpose else scores
+
+
+def test_induction_test_passes_a_right_answer_and_returns_its_measurements(course_model, capsys):
+    found = checks.check_induction_test(_repeated_tokens, _half_losses, _induction_scores, course_model,
+                                        INDUCTION_HEADS)
+    assert capsys.readouterr().out.strip() == "✓ induction test: 6 checks passed"
+    model, knocked = found["model"], found["knocked out"]
+    # What the lesson reads: the course model copies, and stops copying with its induction heads knocked out.
+    assert model["second"] < 0.5 * model["first"] and knocked["second"] > 2 * model["second"]
+    top_two = sorted(divmod(int(i), 4) for i in model["scores"].flatten().argsort(descending=True)[:2])
+    assert top_two == INDUCTION_HEADS and all(model["scores"][l, h] > 0.3 for l, h in INDUCTION_HEADS)
+    assert all(knocked["scores"][layer, head] < 0.1 for layer, head in INDUCTION_HEADS)
+
+
+def test_induction_test_says_what_is_wrong(course_model):
+    def check(tokens=_repeated_tokens, losses=_half_losses, scores=_induction_scores):
+        return checks.check_induction_test(tokens, losses, scores, course_model, INDUCTION_HEADS)
+
+    fails(lambda f: check(tokens=f), lambda n, half, g: torch.randint(3, 250, (n, 2 * half), generator=g),
+          "second half of each sequence must repeat the first")
+    fails(lambda f: check(tokens=f), lambda n, half, g: (torch.arange(n * half).reshape(n, half) % 257).repeat(1, 2),
+          "not among zoo.induction.WORDS", "<eos>")             # the whole vocabulary, <pad> <unk> <eos> too
+    fails(lambda f: check(tokens=f), lambda n, half, g: _repeated_tokens(n, half, None),      # torch's global one
+          "draw with the generator you are given")
+    fails(lambda f: check(tokens=f), lambda n, half, g: _repeated_tokens(n, half, torch.Generator()),
+          "different seeds gave the same words")
+    fails(lambda f: check(tokens=f), lambda n, half, g: _repeated_tokens(n, half, g).float(), "torch.long")
+
+    def unshifted(model, tokens):
+        T = tokens.shape[1] // 2
+        with torch.no_grad():
+            logits = model(tokens)
+        losses = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")
+        return losses[:, 1:T].mean().item(), losses[:, T + 1:].mean().item()
+    fails(lambda f: check(losses=f), unshifted, "half_losses on model", "predict word i \\+ 1")
+
+    def with_word_t(model, tokens):
+        T = tokens.shape[1] // 2
+        losses = _per_word_loss(model, tokens)
+        return losses[:, :T].mean().item(), losses[:, T - 1:].mean().item()
+    fails(lambda f: check(losses=f), with_word_t, "belongs to neither half")
+    fails(lambda f: check(losses=f), lambda m, t: _half_losses(m, t)[::-1], "swapped")
+    fails(lambda f: check(losses=f), lambda m, t: _half_losses(m, t)[0], "return two numbers")
+    fails(lambda f: check(scores=f), lambda m, t: _induction_scores(m, t, offset=0), "earlier copy", "i - T \\+ 1")
+    fails(lambda f: check(scores=f), lambda m, t: _induction_scores(m, t, transpose=True), "not \\(n_heads, n_layers\\)")
+
+
+def test_induction_test_is_checked_on_the_knocked_out_model_too(course_model):
+    intact = {}
+
+    def remembers(model, tokens):
+        # Right on the first model it is given, then repeats that answer whatever model it gets.
+        key = tokens.shape
+        if key not in intact:
+            intact[key] = _induction_scores(model, tokens)
+        return intact[key]
+    fails(lambda f: checks.check_induction_test(_repeated_tokens, _half_losses, f, course_model, INDUCTION_HEADS),
+          remembers, "knocked out")
+
+
+def test_unwritten_exercise_7_waits_instead_of_failing(course_model, capsys):
+    def stub(*args):
+        raise NotImplementedError()
+    assert checks.check_induction_test(stub, _half_losses, _induction_scores, course_model, INDUCTION_HEADS) is None
+    assert checks.check_induction_test(_repeated_tokens, _half_losses, stub, course_model, INDUCTION_HEADS) is None
+    out = capsys.readouterr().out
+    assert "repeated_tokens is not written yet (exercise 7, not graded)" in out
+    assert "induction_scores is not written yet (exercise 7, not graded)" in out

@@ -23,8 +23,8 @@ LOG_TICKS = 3
 # How many figures each lesson's solution notebook renders, top to bottom (interactive figures
 # count once: their starting picture).
 FIGURES = {
-    "00": 0, "01": 4, "02": 6, "03": 6, "04": 10,
-    "05": 7, "06": 9, "07": 11, "08": 11, "09": 7,
+    "00": 0, "01": 4, "02": 6, "03": 6, "04": 12,
+    "05": 7, "06": 9, "07": 12, "08": 11, "09": 7,
 }
 
 

@@ -182,3 +182,47 @@ def test_induction_figure_draws_its_four_panels():
     assert any(ax.get_ylabel().startswith("validation loss") for ax in fig.axes)  # the twin axis
     assert fig._suptitle.get_text() == "circuit"
     plt.close(fig)
+
+
+def test_induction_test_figure_shows_each_cases_scores_and_halves():
+    scores = {"random tokens": torch.zeros(2, 3), "lists": torch.tensor([[0.1, 0.2, 0.3], [0.0, 0.9, 0.0]])}
+    halves = {"random tokens": (5.0, 5.1), "lists": (2.2, 0.3)}
+    fig = plots.induction_test_figure(scores, halves, title="test")
+    labelled(fig)
+    heat = fig.axes[1]
+    assert heat.images[0].get_array()[1, 1] == pytest.approx(0.9) and "(b) lists" in heat.get_title()
+    assert "0.90" in [t.get_text() for t in heat.texts]
+    bars = next(ax for ax in fig.axes if "each half" in ax.get_title())
+    heights = sorted(round(p.get_height(), 2) for p in bars.patches)
+    assert heights == [0.3, 2.2, 5.0, 5.1]
+    assert [t.get_text() for t in bars.get_xticklabels()] == ["random tokens", "lists"]
+    png(fig)
+
+
+def _record(n_points=5, every=20):
+    points = []
+    for k in range(n_points):
+        grid = [[0.1 * k if (l, h) == (2, 3) else 0.01 for h in range(4)] for l in range(4)]
+        probe = {"first_half_loss": 3.0, "second_half_loss": 3.0 - 0.5 * k, "induction": grid, "previous_token": grid}
+        points.append({"step": k * every, "train_loss": None if k == 0 else 5.0 - k,
+                       "random": dict(probe), "lists": dict(probe, copied=0.2 * k),
+                       "validation": {"loss": 5.0 - k, "in_context_score": -0.1 * k, "induction": grid,
+                                      "previous_token": grid}})
+    return {"points": points, "phase": {"every": every}}
+
+
+def test_phase_change_figure_plots_the_record_against_step():
+    record = _record()
+    fig = plots.phase_change_figure(record, induction_heads=[(2, 3)], previous_heads=[(1, 1)], span=(20, 60),
+                                    title="phase")
+    labelled(fig)
+    loss_ax, halves_ax, ind_ax, prev_ax = fig.axes[:4]
+    induction = next(line for line in ind_ax.lines if line.get_label() == "L2H3")
+    assert list(induction.get_xdata()) == [0, 20, 40, 60, 80]
+    assert list(induction.get_ydata()) == pytest.approx([0, 0.1, 0.2, 0.3, 0.4])
+    assert len(ind_ax.lines) == 16 + 1                          # every head, and the legend's grey line
+    second = [line for line in halves_ax.lines if line.get_label() == "random lists: second half"]
+    assert list(second[0].get_ydata()) == pytest.approx([3.0, 2.5, 2.0, 1.5, 1.0])
+    assert len(loss_ax.lines[0].get_xdata()) == 4                # no training loss before the first step
+    assert all(ax.patches for ax in (loss_ax, halves_ax, ind_ax, prev_ax))   # the formation span, shaded
+    png(fig)

@@ -1,7 +1,9 @@
 """Visible checks of lesson 04: ``check_split_heads``, ``check_merge_heads``, ``check_repeat_kv``,
 ``check_multi_head_attention``, ``check_kv_cache``, ``check_kv_cache_bytes``; and, for the ungraded
 exercise 6 (uptraining), ``check_share_kv_heads`` and ``check_kv_heads_choice``, which accept any
-answer that meets the exercise's conditions and say which condition another answer breaks.
+answer that meets the exercise's conditions and say which condition another answer breaks; and,
+for the ungraded exercise 7, ``check_induction_test`` (the repeated-random-tokens test of
+induction), against the course's reference ``attnlab.zoo.induction``.
 
 The references are PyTorch's own ``torch.nn.MultiheadAttention`` (weights copied across) and
 ``F.scaled_dot_product_attention(..., enable_gqa=True)``, and ``reference_multi_head_attention``
@@ -37,6 +39,7 @@ from attnlab.checks.common import (
 __all__ = [
     "check_kv_cache",
     "check_kv_cache_bytes",
+    "check_induction_test",
     "check_kv_heads_choice",
     "check_merge_heads",
     "check_multi_head_attention",
@@ -768,12 +771,12 @@ def check_kv_cache_bytes(fn: Callable) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _not_written(fn: Callable, name: str, *args) -> bool:
+def _not_written(fn: Callable, name: str, *args, exercise: int = 6) -> bool:
     """True (and says so) if ``fn(*args)`` still raises the notebook stub's NotImplementedError."""
     try:
         fn(*args)
     except NotImplementedError:
-        print(f"… {name} is not written yet (exercise 6, not graded): what uses it below waits for it")
+        print(f"… {name} is not written yet (exercise {exercise}, not graded): what uses it below waits for it")
         return True
     except Exception:  # noqa: BLE001 (any other error is reported by the check's own cases)
         return False
@@ -948,3 +951,140 @@ def check_kv_heads_choice(fn: Callable, measured: dict, *, budget_mib: float, to
     run_checks("choose_kv_heads", [(f"a cache of at most {budget_mib:g} MiB, a loss at most {tolerance:g} nats "
                                     "above the original's", decide)])
     return choice.get("value")
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 7 (not graded): the repeated-random-tokens test of induction
+# --------------------------------------------------------------------------------------------
+
+
+def _two_numbers(value, what: str) -> tuple[float, float]:
+    if not (isinstance(value, (tuple, list)) and len(value) == 2):
+        raise AssertionError(f"{what} returned {type(value).__name__} {value!r:.80}: return two numbers, "
+                             "(loss on the first half, loss on the second half)")
+    try:
+        return float(value[0]), float(value[1])
+    except (TypeError, ValueError):
+        raise AssertionError(f"{what} returned {value!r:.80}: return two numbers (Python floats or 0-d tensors)") from None
+
+
+def _half_loss_variants(logits: torch.Tensor, tokens: torch.Tensor) -> dict[str, tuple[float, float]]:
+    """What the usual mistakes of half_losses give, with the hint that names each."""
+    T = tokens.shape[1] // 2
+    shifted = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")   # predicts i + 1
+    same = F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")                      # predicts i
+    return {
+        "the logits at position i predict word i + 1: compare logits[:, :-1] with tokens[:, 1:], not logits "
+        "with the same positions' words":
+            (float(same[:, 1:T].mean()), float(same[:, T + 1:].mean())),
+        "word T, the first of the repeat, belongs to neither half: nothing before it says the sequence starts "
+        "again; score words 1 .. T-1 and T+1 .. 2T-1":
+            (float(shifted[:, :T].mean()), float(shifted[:, T - 1:].mean())),
+        "your two numbers are the right ones, swapped: first the first half, then the second":
+            (float(shifted[:, T:].mean()), float(shifted[:, :T - 1].mean())),
+        "that is a sum; take the mean over the words and the sequences":
+            (float(shifted[:, :T - 1].sum()), float(shifted[:, T:].sum())),
+    }
+
+
+def _score_variants(weights: torch.Tensor, T: int) -> dict[str, torch.Tensor]:
+    """What the usual mistakes of induction_scores give, with the hint that names each."""
+    q = torch.arange(T, 2 * T)
+    return {
+        "that is the weight on the earlier copy of the word itself (key i - T, a duplicate-token score); an "
+        "induction head looks one word further, at key i - T + 1, the word that came next":
+            weights[..., q, q - T].mean(dim=(0, -1)),
+        "that is the weight on the previous word (key i - 1); the induction score is the weight on key i - T + 1":
+            weights[..., q, q - 1].mean(dim=(0, -1)),
+        "the queries are the positions of the second half, T .. 2T-1 (counting from 0), each on key i - T + 1":
+            weights[..., q - 1, q - T].mean(dim=(0, -1)),
+        "rows are layers and columns heads: (n_layers, n_heads), not (n_heads, n_layers)":
+            weights[..., q, q - T + 1].mean(dim=(0, -1)).T,
+    }
+
+
+def check_induction_test(repeated_tokens: Callable, half_losses: Callable, induction_scores: Callable,
+                         model: nn.Module, heads) -> dict | None:
+    """Check exercise 7's ``repeated_tokens(n_sequences, half, generator)``, ``half_losses(model,
+    tokens)`` and ``induction_scores(model, tokens)`` against the course's reference
+    (``attnlab.zoo.induction``), on ``model`` and on a copy of it with ``heads`` ((layer, head)
+    pairs) knocked out (``zoo.induction.ablated``), both reading the same 64 random lists written
+    and read back (``zoo.induction.random_lists``, 6 items). Returns the learner's measurements
+    there, {"model": {"first", "second", "scores"}, "knocked out": {...}}, or None (with a line
+    saying so) while a function is not written."""
+    from attnlab.zoo import induction
+
+    tokens = induction.random_lists(64, 6, torch.Generator().manual_seed(7))
+    T = tokens.shape[1] // 2
+    if (_not_written(repeated_tokens, "repeated_tokens", 2, 4, torch.Generator().manual_seed(0), exercise=7)
+            or _not_written(half_losses, "half_losses", model, tokens[:2], exercise=7)
+            or _not_written(induction_scores, "induction_scores", model, tokens[:2], exercise=7)):
+        return None
+    knocked = induction.ablated(model, heads)
+    found: dict = {}
+    named = ", ".join(f"L{layer}H{head}" for layer, head in heads)
+
+    def tokens_drawn() -> None:
+        got = repeated_tokens(4, 24, torch.Generator().manual_seed(0))
+        if not isinstance(got, torch.Tensor):
+            raise AssertionError(f"repeated_tokens returned a {type(got).__name__}: return a tensor of word ids")
+        assert_shape(got, (4, 48), what="repeated_tokens(4, 24, generator)",
+                     hint="4 sequences, each 24 random words and then the same 24 again")
+        if got.dtype != torch.long:
+            raise AssertionError(f"repeated_tokens returned {got.dtype}: word ids are integers (torch.long), "
+                                 "the dtype an embedding table is indexed with")
+        if not torch.equal(got[:, 24:], got[:, :24]):
+            raise AssertionError("the second half of each sequence must repeat the first, word for word and in the "
+                                 "same order (torch.cat([first, first], dim=1))")
+        if not torch.isin(got, induction.WORDS).all():
+            bad = sorted(set(got[~torch.isin(got, induction.WORDS)].tolist()))[:3]
+            raise AssertionError(f"ids {bad} are not among zoo.induction.WORDS (the vocabulary without <pad>, <unk> "
+                                 "and <eos>): index WORDS with random positions, WORDS[torch.randint(len(WORDS), ...)]")
+
+    def tokens_random() -> None:
+        a, b = (repeated_tokens(4, 24, torch.Generator().manual_seed(s)) for s in (0, 0))
+        c = repeated_tokens(4, 24, torch.Generator().manual_seed(1))
+        if not torch.equal(a, b):
+            raise AssertionError("two generators seeded alike gave different words: draw with the generator you are "
+                                 "given (generator=generator), not from torch's global one")
+        if torch.equal(a, c):
+            raise AssertionError("generators with different seeds gave the same words: draw them with the generator")
+        if min(len(set(row[:24].tolist())) for row in a) < 12:
+            raise AssertionError("a sequence of 24 random words has fewer than 12 different ones: draw every word "
+                                 "at random, uniformly over zoo.induction.WORDS")
+
+    def losses_on(label: str, which: nn.Module) -> None:
+        with torch.no_grad():
+            logits = which(tokens)
+        expected = induction.repeated_loss(which, tokens, logits=logits)
+        got = _two_numbers(half_losses(which, tokens), "half_losses")
+        if all(abs(g - e) <= 1e-4 for g, e in zip(got, expected)):
+            found.setdefault(label, {}).update(first=got[0], second=got[1])
+            return
+        hint = next((h for h, v in _half_loss_variants(logits.detach(), tokens).items()
+                     if all(abs(g - x) <= 1e-4 for g, x in zip(got, v))), "")
+        raise AssertionError(f"half_losses on {label}: yours ({got[0]:.4f}, {got[1]:.4f}), expected "
+                             f"({expected.first:.4f}, {expected.second:.4f})" + (f": {hint}" if hint else ""))
+
+    def scores_on(label: str, which: nn.Module) -> None:
+        _, weights = induction.attention_weights(which, tokens)
+        expected = induction.induction_scores(which, tokens, weights)
+        got = induction_scores(which, tokens)
+        if not isinstance(got, torch.Tensor):
+            got = torch.as_tensor(got)
+        hint = next((h for h, v in _score_variants(weights, T).items()
+                     if got.shape == v.shape and torch.allclose(got.double(), v.double(), atol=1e-4)), "")
+        assert_close(got.double(), expected.double(), what=f"induction_scores on {label}", atol=1e-4, rtol=0,
+                     hint=hint or "the score of a head is its weight from each query i of the second half on key "
+                                  "i - T + 1, averaged over those queries and over the sequences")
+        found.setdefault(label, {})["scores"] = got.detach().double()
+
+    run_checks("induction test", [
+        ("repeated_tokens: two halves of random words, the second repeating the first", tokens_drawn),
+        ("repeated_tokens: drawn with the generator given", tokens_random),
+        ("half_losses on the course model, reading random lists", lambda: losses_on("model", model)),
+        ("induction_scores on the course model, reading random lists", lambda: scores_on("model", model)),
+        (f"half_losses with {named} knocked out", lambda: losses_on("knocked out", knocked)),
+        (f"induction_scores with {named} knocked out", lambda: scores_on("knocked out", knocked)),
+    ])
+    return found

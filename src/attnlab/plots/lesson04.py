@@ -1,6 +1,7 @@
 """Figures of lesson 04: heads side by side, the two-facts experiment, KV cache sizes and times,
 the heads of the course model and their measured scores, head pruning, the induction circuit,
-grouped-query uptraining, and the interactive head viewer.
+grouped-query uptraining, the interactive head viewer, the repeated-sequences test of induction and
+the phase change replayed from the course model's training record.
 
 Every function returns a matplotlib ``Figure`` with a title and labelled axes, at most 9.6 inches
 wide (the notebook's width at 100 dpi), with no text under 7 points and at least three labelled
@@ -28,7 +29,9 @@ __all__ = [
     "head_scores_figure",
     "heads_diagram",
     "induction_figure",
+    "induction_test_figure",
     "kv_cache_size_figure",
+    "phase_change_figure",
     "pruning_figure",
     "two_facts_figure",
 ]
@@ -409,4 +412,103 @@ def head_viewer_figure(weights: Any, tokens: Sequence[str], *, layer: int, head:
     removed = ", ".join(f"L{l}H{h}" for l, h in pruned) or "none"
     ax.set_xlabel(f"key (attended to)\nheads pruned: {removed}; validation loss {loss:.3f} "
                   f"(all heads: {full_loss:.3f})")
+    return fig
+
+
+def induction_test_figure(scores: Mapping[str, Any], halves: Mapping[str, tuple[float, float]], *, title: str) -> Figure:
+    """The repeated-sequences test of induction, side by side for several cases.
+
+    scores: case -> (n_layers, n_heads) induction scores (one heatmap each, every head's score
+    written in its cell); halves: case -> (loss on the first half, loss on the second half), drawn
+    as pairs of bars in nats per word.
+    """
+    cases = list(scores)
+    fig, axes = plt.subplot_mosaic([[f"s{i}" for i in range(len(cases))], ["bars"] * len(cases)],
+                                   figsize=(9.4, 6.6), layout="constrained", height_ratios=[1.15, 1])
+    image = None
+    for i, case in enumerate(cases):
+        ax = axes[f"s{i}"]
+        s = _numpy(scores[case])
+        image = ax.imshow(s, cmap="Blues", vmin=0, vmax=1)
+        n_layers, n_heads = s.shape
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                ax.text(head, layer, f"{s[layer, head]:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if s[layer, head] > 0.55 else "black")
+        ax.set_xticks(range(n_heads), labels=[str(h) for h in range(n_heads)])
+        ax.set_yticks(range(n_layers), labels=[str(l) for l in range(n_layers)])
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(f"({'abc'[i]}) {case}", fontsize=10)
+    fig.colorbar(image, ax=[axes[f"s{i}"] for i in range(len(cases))], label="induction score", shrink=0.9)
+    bars = axes["bars"]
+    x = np.arange(len(cases))
+    for offset, (index, label, colour) in zip((-0.18, 0.18), ((0, "first half", "0.6"), (1, "second half (a repeat)", "#4C72B0"))):
+        values = [halves[case][index] for case in cases]
+        drawn = bars.bar(x + offset, values, width=0.34, label=label, color=colour)
+        bars.bar_label(drawn, fmt="%.2f", fontsize=9, padding=2)
+    bars.set_xticks(x, labels=cases)
+    bars.set_ylabel("loss (nats per word)")
+    bars.set_xlabel("the sequences the model reads")
+    bars.set_ylim(0, 1.15 * max(max(v) for v in halves.values()))
+    bars.set_title(f"({'abcdefg'[len(cases)]}) Next-word loss on each half", fontsize=10)
+    bars.legend(fontsize=9, loc="upper right")
+    fig.suptitle(title)
+    return fig
+
+
+def _formation_span(ax, span: tuple[int, int] | None) -> None:
+    if span is not None:
+        ax.axvspan(*span, color="#DD8452", alpha=0.15, lw=0)
+
+
+def phase_change_figure(record: Mapping[str, Any], *, induction_heads: Sequence[tuple[int, int]],
+                        previous_heads: Sequence[tuple[int, int]], span: tuple[int, int] | None = None,
+                        title: str) -> Figure:
+    """The course model's training replayed from its record (``attnlab.zoo.phase``), against step:
+
+    (a) the training loss (mean of the last steps) and the validation loss; (b) the loss on the
+    first and the second half of random lists written and read back and of ARENA's repeated random
+    tokens; (c) every head's induction score on the random lists, ``induction_heads`` in colour;
+    (d) every head's previous-token score on them, ``previous_heads`` in colour. ``span``: the
+    steps over which the induction heads formed, shaded in every panel.
+    """
+    points = record["points"]
+    steps = np.array([p["step"] for p in points])
+    fig, axes = plt.subplots(2, 2, figsize=(9.4, 6.8), layout="constrained", sharex=True)
+    (loss_ax, halves_ax), (ind_ax, prev_ax) = axes
+    trained = [(p["step"], p["train_loss"]) for p in points if p["train_loss"] is not None]
+    loss_ax.plot([s for s, _ in trained], [v for _, v in trained], color="0.45", label="training (mean of 20 steps)")
+    loss_ax.plot(steps, [p["validation"]["loss"] for p in points], color="#4C72B0", label="validation")
+    loss_ax.set_ylabel("loss (nats per word)")
+    loss_ax.set_title("(a) The loss while it trained", fontsize=10)
+    for probe, style, name in (("lists", "-", "random lists"), ("random", ":", "random tokens (ARENA)")):
+        halves_ax.plot(steps, [p[probe]["first_half_loss"] for p in points], linestyle=style, color="0.45",
+                       label=f"{name}: first half")
+        halves_ax.plot(steps, [p[probe]["second_half_loss"] for p in points], linestyle=style, color="#C44E52",
+                       label=f"{name}: second half")
+    halves_ax.set_ylabel("loss (nats per word)")
+    halves_ax.set_title("(b) Repeated sequences: each half", fontsize=10)
+    for ax, key, chosen, name in ((ind_ax, "induction", induction_heads, "induction"),
+                                  (prev_ax, "previous_token", previous_heads, "previous-token")):
+        scores = np.array([p["lists"][key] for p in points])       # (points, layers, heads)
+        n_layers, n_heads = scores.shape[1:]
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                if (layer, head) not in chosen:
+                    ax.plot(steps, scores[:, layer, head], color="0.8", lw=0.8)
+        for colour, (layer, head) in zip(_HEAD_COLOURS, chosen):
+            ax.plot(steps, scores[:, layer, head], color=colour, lw=2, label=f"L{layer}H{head}")
+        ax.plot([], [], color="0.8", lw=0.8, label="the other heads")
+        ax.set_ylim(0, 1)
+        ax.set_ylabel(f"{name} score")
+        ax.set_xlabel("training step")
+        ax.set_title(f"({'c' if key == 'induction' else 'd'}) Every head's {name} score (random lists)", fontsize=10)
+    for ax in axes.flat:
+        _formation_span(ax, span)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    loss_ax.set_xlabel("training step")
+    halves_ax.set_xlabel("training step")
+    fig.suptitle(title)
     return fig

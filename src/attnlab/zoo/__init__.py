@@ -19,9 +19,15 @@ ten minutes on an idle two-core machine; writes both files)::
 
     python -m attnlab.zoo train
     python -m attnlab.zoo evaluate      # the measurements of the shipped files
+    python -m attnlab.zoo phase         # the same training, measured every 20 steps (zoo.phase)
+
+``zoo.induction`` is the repeated-sequences test of induction (ARENA's repeated random tokens, and
+random lists written and read back in the corpus's words); ``zoo.phase`` records the induction
+heads forming while the model trains (``python -m attnlab.zoo phase``: ``phase_change.json`` and the
+weights at two steps of the change, written only when the retrained weights are the shipped ones).
 """
 
-from attnlab.zoo import inspect
+from attnlab.zoo import induction, inspect, phase
 from attnlab.zoo.inspect import (
     bank_probe, bank_states, head_scores, neuron_activations, neuron_patterns, residual_stream, top_contexts,
     uniform_scores,
@@ -30,7 +36,8 @@ from attnlab.zoo.loading import METADATA, WEIGHTS, load, load_state, metadata
 from attnlab.zoo.training import ZooConfig, build_model, train_course_model, validation_loss, validation_windows
 
 __all__ = [
-    "METADATA", "WEIGHTS", "ZooConfig", "bank_probe", "bank_states", "build_model", "head_scores", "inspect",
+    "METADATA", "WEIGHTS", "ZooConfig", "bank_probe", "bank_states", "build_model", "head_scores", "induction",
+    "inspect", "phase",
     "load", "load_state", "metadata", "neuron_activations", "neuron_patterns", "residual_stream",
     "top_contexts", "train_course_model", "uniform_scores", "validation_loss", "validation_windows",
 ]

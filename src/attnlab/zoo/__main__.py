@@ -4,6 +4,9 @@
     python -m attnlab.zoo train --steps 50 --out-dir /tmp/zoo   # a short run elsewhere
     python -m attnlab.zoo evaluate               # the shipped model's measurements
     python -m attnlab.zoo evaluate --update      # ... written into its metadata (weights unchanged)
+    python -m attnlab.zoo phase                  # retrain, recording the induction-head phase change:
+                                                 # writes src/attnlab/zoo/phase_change.json and
+                                                 # phase_checkpoints.pt (the weights must come out the same)
 
 The course model is trained on the course's reference modules (``attnlab.use_reference``), so
 that it never depends on a learner's code.
@@ -17,11 +20,13 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import torch
+
 import attnlab
 from attnlab import corpus
 from attnlab.lessons import exercise_modules
 from attnlab.train import torch_threads
-from attnlab.zoo import inspect
+from attnlab.zoo import inspect, phase
 from attnlab.zoo.loading import CHAIN, METADATA, WEIGHTS, load_state, metadata, probe_loss
 from attnlab.zoo.training import ZooConfig, build_model, save, train_course_model, validation_loss, validation_windows
 
@@ -101,6 +106,39 @@ def evaluate(update: bool) -> int:
     return 0
 
 
+def record_phase(out_dir: Path | None, keep_all: Path | None) -> int:
+    """Retrain the course model with its configuration, recording the phase change; write the
+    record and the checkpoints around it. The retrained weights must be the shipped ones: if they
+    differ (another torch, another machine), nothing is written into the package."""
+    _references()
+    meta = metadata()
+    config = ZooConfig.from_dict(meta["config"])
+    _, record, states = phase.record_phase_change(config)
+    same = record["weights_sha256"] == meta["weights_sha256"]
+    record["matches_course_model"] = same
+    if keep_all is not None:
+        keep_all.mkdir(parents=True, exist_ok=True)
+        for step, state in states.items():
+            torch.save(state, keep_all / f"step_{step:04d}.pt")
+    record_path, checkpoints_path = ((phase.RECORD, phase.CHECKPOINTS) if out_dir is None
+                                     else (out_dir / phase.RECORD.name, out_dir / phase.CHECKPOINTS.name))
+    formed = phase.formation(record)
+    print(f"retrained {record['steps_done']} steps in {record['seconds']:.0f} s, measured at "
+          f"{len(record['points'])} steps; weights {'the same as' if same else 'DIFFERENT from'} the shipped "
+          f"course model's ({record['weights_sha256'][:12]} against {meta['weights_sha256'][:12]})")
+    print(f"strongest induction head L{formed['head'][0]}H{formed['head'][1]}: score {formed['start']:.3f} at step 0, "
+          f"{formed['end']:.3f} at the end; " + ", ".join(f"{f:.0%} of its rise by step {s}"
+                                                           for f, s in formed["steps"].items()))
+    if not same and out_dir is None:
+        print("not written: the record must describe the shipped weights (retrain them first, or use --out-dir)")
+        return 1
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    phase.save_record(record, phase.checkpoint_states(record, states), record_path, checkpoints_path)
+    print(f"wrote {record_path} ({record_path.stat().st_size / 1e3:.0f} kB) and {checkpoints_path} "
+          f"({checkpoints_path.stat().st_size / 1e6:.2f} MB)")
+    return 0 if same else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m attnlab.zoo", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -110,7 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     measure = commands.add_parser("evaluate", help="measure the shipped course model")
     measure.add_argument("--update", action="store_true",
                          help="write the measurements into the shipped metadata (the weights are not touched)")
+    change = commands.add_parser("phase", help="retrain, recording the induction-head phase change")
+    change.add_argument("--out-dir", type=Path, default=None, help="write here instead of the package")
+    change.add_argument("--keep-all", type=Path, default=None, help="also save every measured step's weights here")
     args = parser.parse_args(argv)
+    if args.command == "phase":
+        return record_phase(args.out_dir, args.keep_all)
     return train(args.steps, args.out_dir) if args.command == "train" else evaluate(args.update)
 
 

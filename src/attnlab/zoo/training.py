@@ -18,6 +18,7 @@ import platform
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -130,11 +131,16 @@ def validation_loss(model: nn.Module, windows: torch.Tensor, batch_size: int = 6
 
 
 def train_course_model(config: ZooConfig = ZooConfig(), *, stop_after: int | None = None,
-                       progress: bool = True, threads: int = 1) -> tuple[nn.Module, dict]:
+                       progress: bool = True, threads: int = 1,
+                       observe: Callable[[int, nn.Module, list[float]], None] | None = None) -> tuple[nn.Module, dict]:
     """Build and train the course model; returns (model, record).
 
     stop_after: stop after this many steps of the same schedule (a short rerun of the start of the
     training, for the reproducibility test), None for all ``config.steps``.
+    observe: called as ``observe(steps_done, model, losses)`` before the first step (0) and after
+    every step, to measure the model while it trains (``attnlab.zoo.phase``). It must not change
+    the model or draw from torch's global generator; the model is put back in training mode after
+    it, so the training (and the weights it ends with) is the same with or without it.
     record: {"losses": loss of every step, "validation_loss", "unigram_entropy", "seconds",
     "steps_done"}; the validation loss is measured only for a complete run.
     """
@@ -150,6 +156,9 @@ def train_course_model(config: ZooConfig = ZooConfig(), *, stop_after: int | Non
     model.train()
     with torch_threads(threads), tqdm(total=steps, desc="course model", disable=not progress,
                                       mininterval=1.0) as bar:
+        if observe is not None:
+            observe(0, model, losses)
+            model.train()
         for step in range(steps):
             inputs, targets = corpus.lm_batch(stream, config.batch_size, config.context, generator)
             loss = F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
@@ -162,6 +171,9 @@ def train_course_model(config: ZooConfig = ZooConfig(), *, stop_after: int | Non
             optimizer.step()
             schedule.step()
             losses.append(value)
+            if observe is not None:
+                observe(step + 1, model, losses)
+                model.train()
             bar.update(1)
             if step % 20 == 0 or step == steps - 1:
                 recent = losses[-20:]

@@ -1,0 +1,121 @@
+"""Recording the phase change (attnlab.zoo.phase): measuring the course model while it trains does
+not change its training (the same losses and weights, bit for bit), the record holds a point every
+``every`` steps, its checkpoints round-trip through float16, ``formation`` reads the rise of the
+strongest induction head, and ``python -m attnlab.zoo phase`` refuses to write a record into the
+package unless the retrained weights are the shipped ones."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+import attnlab
+from attnlab import zoo
+from attnlab.zoo import phase
+from attnlab.zoo.loading import CHAIN
+
+pytestmark = pytest.mark.timeout(900)
+STEPS = 40
+
+
+@pytest.fixture(scope="module")
+def references():
+    before = {name: attnlab.source_of(name) == "reference" for name in CHAIN}
+    attnlab.use_reference(*CHAIN, quiet=True)
+    yield
+    for name in CHAIN:
+        if not before[name]:
+            attnlab.use_own(name)
+
+
+@pytest.fixture(scope="module")
+def config():
+    return zoo.ZooConfig.from_dict(zoo.metadata()["config"])
+
+
+@pytest.fixture(scope="module")
+def recorded(references, config):
+    return phase.record_phase_change(config, stop_after=STEPS, progress=False)
+
+
+def test_measuring_while_training_changes_nothing(recorded, config):
+    model, record, _ = recorded
+    plain, run = zoo.train_course_model(config, stop_after=STEPS, progress=False)
+    assert zoo.training.state_sha256(model.state_dict()) == zoo.training.state_sha256(plain.state_dict())
+    every = record["phase"]["every"]
+    assert [p["step"] for p in record["points"]] == list(range(0, STEPS + 1, every))
+    assert record["points"][0]["train_loss"] is None
+    for point in record["points"][1:]:
+        window = run["losses"][point["step"] - every:point["step"]]
+        assert point["train_loss"] == pytest.approx(sum(window) / len(window), abs=1e-5)
+    assert record["weights_sha256"] == zoo.training.state_sha256(plain.state_dict())
+
+
+def test_a_point_holds_every_measurement(recorded):
+    _, record, _ = recorded
+    point = record["points"][-1]
+    for probe in ("random", "lists"):
+        assert {"first_half_loss", "second_half_loss", "induction", "previous_token"} <= set(point[probe])
+        assert len(point[probe]["induction"]) == 4 and len(point[probe]["induction"][0]) == 4
+    assert 0 <= point["lists"]["copied"] <= 1
+    assert set(point["validation"]) == {"loss", "in_context_score", "induction", "previous_token"}
+    assert record["probes_sha256"] == zoo.training.state_sha256(phase.probes(phase.PhaseConfig()))
+
+
+def test_checkpoints_round_trip_in_float16(recorded, config, tmp_path):
+    _, record, states = recorded
+    assert sorted(states) == [p["step"] for p in record["points"]]
+    chosen = {step: {k: v.to(torch.float16) for k, v in states[step].items() if k != "lm_head.weight"}
+              for step in (20, 40)}
+    paths = tmp_path / "phase_change.json", tmp_path / "phase_checkpoints.pt"
+    phase.save_record(record, chosen, *paths)
+    loaded = phase.load_record(paths[0])
+    assert loaded["checkpoints"] == [20, 40] and loaded["points"] == record["points"]
+    model = phase.checkpoint_model(40, paths[1], record=loaded)
+    for name, value in model.state_dict().items():         # float16 rounding, the tied head restored
+        assert torch.allclose(value, states[40][name], rtol=1e-3, atol=1e-4), name
+    windows = zoo.validation_windows(config)[:8]
+    measured = phase.measure(model, phase.probes(), windows)
+    recorded_at_40 = record["points"][-1]["lists"]
+    assert measured["lists"]["second_half_loss"] == pytest.approx(recorded_at_40["second_half_loss"], abs=0.02)
+
+
+def test_save_record_refuses_more_than_5_mb(recorded, tmp_path):
+    _, record, states = recorded
+    too_many = {step: states[step] for step in sorted(states)}    # float32, three of them: 10 MB
+    with pytest.raises(ValueError, match="more than 5 MB"):
+        phase.save_record(record, too_many, tmp_path / "r.json", tmp_path / "c.pt")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_formation_reads_the_rise_of_the_strongest_induction_head():
+    def grid(value):
+        return [[value if (layer, head) == (2, 3) else 0.01 for head in range(4)] for layer in range(4)]
+    curve = [0.05, 0.05, 0.06, 0.1, 0.3, 0.4, 0.45, 0.45]
+    record = {"phase": {"checkpoint_fractions": [0.2, 0.8]},
+              "points": [{"step": 20 * i, "lists": {"induction": grid(v)}} for i, v in enumerate(curve)]}
+    found = phase.formation(record)
+    assert found["head"] == (2, 3) and found["start"] == 0.05 and found["end"] == 0.45
+    assert found["steps"] == {0.2: 80, 0.8: 100}        # 0.05 + 0.2 * 0.4 = 0.13, 0.05 + 0.8 * 0.4 = 0.37
+
+
+def test_the_command_writes_nothing_into_the_package_for_other_weights(monkeypatch, recorded, capsys):
+    from attnlab.zoo import __main__ as command
+
+    _, record, states = recorded
+    monkeypatch.setattr(command.phase, "record_phase_change",
+                        lambda config: (None, {**record, "weights_sha256": "0" * 64}, states))
+    monkeypatch.setattr(command.phase, "save_record", lambda *args: pytest.fail("wrote a record"))
+    assert command.record_phase(None, None) == 1
+    out = capsys.readouterr().out
+    assert "DIFFERENT from the shipped course model's" in out and "not written" in out
+
+
+def test_the_settings_survive_json():
+    settings = replace(phase.PhaseConfig(), every=10)
+    import dataclasses
+    import json
+
+    assert phase.PhaseConfig.from_dict(json.loads(json.dumps(dataclasses.asdict(settings)))) == settings

@@ -362,3 +362,58 @@ def test_uptraining_tells_the_same_story_for_seeds_0_to_2(facts, other_seeds):
         assert two["fine-tuned"] - full < 0.2 < one["fine-tuned"] - full, seed
     assert [round(facts["uptrain_recovered"][g], 2) for g in ("2", "1")] == [0.83, 0.87]   # "83% and 87%"
     assert facts["cache_mib"] == {"4": 32.0, "2": 16.0, "1": 8.0}                           # "halves and quarters"
+
+
+# ------------------------------------------------------------------ the explorer, and exercise 7 (ARENA's test)
+
+
+def prose() -> str:
+    """The prose of the solution notebook, whitespace collapsed."""
+    return " ".join(markdown().split())
+
+
+def test_the_explorer_shows_the_induction_heads_before_they_are_measured(facts):
+    words, token, copy = facts["sentence_words"], facts["explorer_token"], facts["explorer_copy"]
+    assert words[token] == words[copy] == "coat" and words[copy + 1] == "puzzle"      # "the second 'coat'"
+    assert copy < words.index("read") < token                                         # ... "read back"
+    weights = facts["explorer_weight_after_copy"]
+    ranked = sorted(((v, (l, h)) for l, row in enumerate(weights) for h, v in enumerate(row)), reverse=True)
+    assert sorted(lh for _, lh in ranked[:2]) == sorted(head(h) for h in facts["induction_heads"])
+    assert (round(weights[2][0], 2), round(weights[2][3], 2)) == (0.57, 0.66)
+    assert round(ranked[2][0], 2) == 0.16                                             # "no other head more than"
+    assert ('they put 0.57 and 0.66 of their weight on "puzzle", the word after the first "coat", and no other '
+            'head more than 0.16') in prose()
+
+
+def test_the_course_model_fails_arenas_test_and_passes_it_in_its_own_words(facts):
+    halves = facts["test_halves"]
+    first, second = halves["random tokens (ARENA)"]
+    assert (round(second, 1), round(first, 1)) == (12.8, 12.7) and second >= first        # "no less than the first"
+    assert round(facts["uniform_guess_loss"], 1) == 5.5 and min(first, second) > 2 * facts["uniform_guess_loss"]
+    assert round(facts["arena_best_score"], 2) == 0.01
+    first, second = halves["random lists"]
+    assert (round(second, 2), round(first, 2)) == (0.24, 2.17)
+    assert [head(h) for h in facts["lists_top_heads"]] == [(2, 3), (2, 0)]
+    scores = facts["lists_induction_scores"]
+    assert (round(scores["L2H3"], 2), round(scores["L2H0"], 2), round(facts["lists_third_score"], 2)) == (0.43, 0.36, 0.21)
+    assert min(scores.values()) > 1.5 * facts["lists_third_score"]                         # "well above"
+    _, knocked = halves["random lists, L2H0 and L2H3 knocked out"]
+    assert round(knocked, 2) == 1.24 and 0.4 < (knocked - second) / (first - second) < 0.6   # "about half ... lost"
+    text = prose()
+    for quoted in ("costs 12.8 nats per word, no less than the first (12.7)", "the 5.5 nats of a uniform guess",
+                   "no head puts more than 0.01", "costs 0.24 nats per word against 2.17 for the first",
+                   "L2H3 (0.43) and L2H0 (0.36), well above the next head's 0.21", "costs 1.24 nats"):
+        assert quoted in text, quoted
+
+
+def test_the_quiz_on_arenas_test_states_the_lessons_numbers(facts):
+    (quiz,) = lesson_quizzes(find_lesson("04"))
+    (question,) = [q for q in quiz.questions if q.prompt.startswith("The course model reads 48 random words")]
+    text = " ".join([question.prompt] + [f"{o.text} {o.explain}" for o in question.options])
+    first, second = facts["test_halves"]["random lists"]
+    knocked = facts["test_halves"]["random lists, L2H0 and L2H3 knocked out"][1]
+    assert f"{second:.2f} nats per word against {first:.2f}" in text and f"raised it to {knocked:.2f}" in text
+    assert f"from {second:.2f} to {knocked:.2f} nats per word" in text
+    assert f"more than {facts['arena_best_score']:.2f} of its weight" in text
+    assert "Twice 48 is 96 words, within the 128-word windows" in text and facts["config"]["context"] == 128
+    assert [o.correct for o in question.options] == [True, False, False, False]

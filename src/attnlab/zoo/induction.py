@@ -63,8 +63,8 @@ def repeated_random_tokens(n_sequences: int, half: int, generator: torch.Generat
     ``WORDS``, then the same ``half`` words again, in the same order."""
     if n_sequences < 1 or half < 2:
         raise ValueError(f"need at least one sequence of at least 2 words, got {n_sequences} of {half}")
-    first = WORDS[torch.randint(len(WORDS), (n_sequences, half), generator=generator)]
-    return torch.cat([first, first], dim=1)
+    drawn = torch.randint(len(WORDS), (n_sequences, half), generator=generator)
+    return WORDS[drawn].repeat(1, 2)  # (n_sequences, 2 * half): the draw, then the draw again
 
 
 def random_lists(n_sequences: int, n_items: int, generator: torch.Generator) -> torch.Tensor:
@@ -125,8 +125,9 @@ def induction_scores(model: nn.Module, tokens: torch.Tensor, weights: torch.Tens
     T = _halves(tokens)
     if weights is None:
         weights = attention_weights(model, tokens)[1]
-    queries = torch.arange(T, 2 * T)
-    return weights[..., queries, queries - T + 1].mean(dim=(0, -1))
+    # query T + i (second half) attending to key i + 1 (the token after its earlier copy): the
+    # diagonal of the block of rows T..2T-1 and columns 1..T
+    return torch.diagonal(weights[..., T:2 * T, 1:T + 1], dim1=-2, dim2=-1).mean(dim=(0, -1))
 
 
 def previous_token_scores(model: nn.Module, tokens: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:

@@ -192,8 +192,17 @@ def test_online_softmax_may_not_borrow_pytorch_softmax_or_logsumexp():
           "Tensor.softmax")
 
 
-def test_tiled_attention_may_not_borrow_pytorch_fused_attention(flash, monkeypatch):
-    """Forward or backward: CPU SDPA returns the log-sum-exp too, so both are policed."""
+@pytest.fixture
+def two_torch_threads():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_tiled_attention_may_not_borrow_pytorch_fused_attention(flash, monkeypatch, two_torch_threads):
+    """Forward or backward: CPU SDPA returns the log-sum-exp too, so both are policed, also when the
+    forward grid spreads the blocks over threads (as it does with more than one torch thread)."""
     reference_forward, reference_backward = flash.flash_forward, flash.flash_backward
 
     def fused_forward(q, k, v, causal, scale, block_q, block_k):

@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from attnlab.shortcuts import carried
 from attnlab.validate import check_qkv, check_scale
 
 try:  # Triton is optional: everything but flash_attention_triton works without it
@@ -288,7 +289,8 @@ def forward_grid(
                                  causal, scale, block_q, block_k)
 
     with _one_thread_per_operation(), ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(run, tasks))
+        # carried: a check that forbids fused attention watches the workers too
+        results = list(pool.map(carried(run), tasks))
     some_out, some_lse = next(result for result in results if result is not None)
     rows = [[] for _ in range(batch)]
     for (b, i0, i1), result in zip(tasks, results):

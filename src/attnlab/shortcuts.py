@@ -18,11 +18,13 @@ so the watcher sees them all.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import threading
 from typing import Any, Callable, Iterable
 
-__all__ = ["FORBIDDEN", "ForbiddenCalls", "forbidden", "police"]
+__all__ = ["FORBIDDEN", "ForbiddenCalls", "carried", "forbidden", "police"]
 
 _SOFTMAX = ("_softmax", "_safe_softmax", "_log_softmax")
 _FUSED_ATTENTION = ("scaled_dot_product_attention", "_scaled_dot_product", "_safe_softmax")
@@ -77,22 +79,40 @@ def forbidden(exercise: str) -> tuple[str, ...]:
     return FORBIDDEN.get(exercise, ())
 
 
+# The watchers entered in this thread, innermost last: PyTorch's modes are per thread, so ``carried``
+# needs them to watch a worker thread too.
+_entered = threading.local()
+
+
+def _watchers() -> list["ForbiddenCalls"]:
+    if not hasattr(_entered, "stack"):
+        _entered.stack = []
+    return _entered.stack
+
+
 class ForbiddenCalls:
-    """A context that records calls of forbidden torch operators, by name prefix (see the module)."""
+    """A context that records calls of forbidden torch operators, by name prefix (see the module).
+
+    It watches the thread that enters it (PyTorch's modes are per thread); work handed to other
+    threads is watched when it is wrapped with ``carried``."""
 
     def __init__(self, prefixes: Iterable[str]):
         self.prefixes = tuple(prefixes)
         self.seen: list[str] = []
+        self._lock = threading.Lock()
 
     def _saw(self, name: str, functions: bool) -> None:
         for prefix in self.prefixes:
             wanted = prefix.lstrip("_") if functions else prefix
-            if name.startswith(wanted) and prefix not in self.seen:
-                self.seen.append(prefix)
+            if name.startswith(wanted):
+                with self._lock:  # a worker thread of ``carried`` may report at the same time
+                    if prefix not in self.seen:
+                        self.seen.append(prefix)
 
     def __enter__(self):
         if not self.prefixes:
             return self
+        _watchers().append(self)
         from torch.overrides import TorchFunctionMode
         from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -116,6 +136,8 @@ class ForbiddenCalls:
     def __exit__(self, *exc):
         for mode in reversed(getattr(self, "modes", [])):
             mode.__exit__(*exc)
+        if self.prefixes:
+            _watchers().remove(self)
         return False
 
     def names(self) -> str:
@@ -130,6 +152,28 @@ class ForbiddenCalls:
     def message(self) -> str:
         return (f"calls {self.names()}, which this exercise asks you to write yourself "
                 "(the check compares with it, so using it proves nothing)")
+
+
+def carried(fn: Callable) -> Callable:
+    """``fn``, to be run in other threads (a pool's workers), watched by every ``ForbiddenCalls``
+    active in this thread when ``carried`` is called: without it a forbidden call made in a worker
+    thread would go unseen, since PyTorch's modes are per thread."""
+    watchers = list(_watchers())
+    if not watchers:
+        return fn
+
+    @functools.wraps(fn)
+    def watched(*args, **kwargs):
+        with contextlib.ExitStack() as stack:
+            here = [stack.enter_context(ForbiddenCalls(w.prefixes)) for w in watchers]
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                for outer, inner in zip(watchers, here):
+                    for prefix in inner.seen:
+                        outer._saw(prefix, functions=False)
+
+    return watched
 
 
 def police(target: Any, exercise: str) -> Any:

@@ -130,9 +130,18 @@ def spawn(tmp_path_factory):
         "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
         "users": [{"name": "none", "user": {"token": "none"}}],
     }))
-    saved = os.environ.get("KUBECONFIG")
+    # The throwaway config is the only one KubeSpawner may read, whatever ran before in this session
+    # (kubernetes_asyncio reads KUBECONFIG once, when first imported) and wherever the tests run (in a
+    # pod, KUBERNETES_SERVICE_HOST would make it try the pod's own service account first).
+    saved = {name: os.environ.pop(name, None) for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST",
+                                                            "KUBERNETES_SERVICE_PORT")}
     os.environ["KUBECONFIG"] = str(kubeconfig)
-    from kubespawner import KubeSpawner
+    from kubernetes_asyncio.config import kube_config
+    from kubespawner import KubeSpawner, clients
+
+    saved_location = kube_config.KUBE_CONFIG_DEFAULT_LOCATION
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(kubeconfig)
+    clients.load_config.cache_clear()
 
     config = spawner_config(VALUES)
 
@@ -150,10 +159,13 @@ def spawn(tmp_path_factory):
         return asyncio.run(pod())
 
     yield make
-    if saved is None:
-        os.environ.pop("KUBECONFIG", None)
-    else:
-        os.environ["KUBECONFIG"] = saved
+    kube_config.KUBE_CONFIG_DEFAULT_LOCATION = saved_location
+    clients.load_config.cache_clear()
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _env(container: dict) -> dict:

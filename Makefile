@@ -9,7 +9,7 @@ LAB_PORT ?= 8888
 # JupyterLab refuses to run as root unless told; containers and CI often are root.
 ROOT_FLAG := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: lab test install lock clean hub lab-extension
+.PHONY: lab test test-fast install lock clean hub lab-extension
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The quick loop while editing (a few minutes): every test but those marked slow (tests/conftest.py).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
 
 # JupyterHub's proxy, from npm (pinned by its package-lock.json), then the class hub (as root).
 HUB := deploy/jupyterhub

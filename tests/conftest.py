@@ -11,6 +11,30 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The tests that take minutes: they execute lesson notebooks, grade in the sandbox, build the course,
+# or start JupyterLab, a hub or a browser. `make test-fast` (pytest -m "not slow") leaves them out
+# for a quick loop while editing; `make test` runs everything.
+SLOW_FOLDERS = {"browser", "hub"}
+SLOW_FILES = {
+    "test_adversarial.py", "test_class.py", "test_class_scale.py", "test_figures_readable.py",
+    "test_grading_roundtrip.py", "test_learner_path.py", "test_mistakes_carried_forward.py",
+    "test_mutation_parity.py", "test_notebooks.py", "test_release.py", "test_zoo_phase.py",
+    "test_flash_reference.py", "test_zoo_induction.py", "test_sandbox.py", "test_feedback_scan.py",
+    "test_grade_reporting.py", "test_tampering.py", "test_fill.py", "test_explore.py",
+}
+
+
+def _slow(path: Path) -> bool:
+    relative = path.relative_to(ROOT / "tests")
+    return (relative.parts[0] in SLOW_FOLDERS or relative.name in SLOW_FILES
+            or relative.name.startswith("test_lesson") and relative.name.endswith("_claims.py"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _slow(Path(item.path)):
+            item.add_marker(pytest.mark.slow)
+
 
 def run_python(code: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter (the reference switch keeps per-process state)."""

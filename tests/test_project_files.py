@@ -151,3 +151,17 @@ def test_the_learners_jupyterlab_culls_idle_kernels_and_loads_no_instructor_serv
     assert off["nbgrader.server_extensions.formgrader"] is False
     assert off["nbgrader.server_extensions.course_list"] is False
     assert "nbgrader.server_extensions.assignment_list" not in off  # learners keep fetch and submit
+
+
+def test_the_quick_loop_leaves_out_only_files_that_exist_and_every_run_prints_its_slowest_tests():
+    """`make test-fast` is `pytest -m "not slow"`; the slow list names real files (a renamed test
+    would otherwise fall into the quick loop unnoticed), and every run lists the 20 slowest tests."""
+    from tests.conftest import SLOW_FILES, SLOW_FOLDERS
+
+    tests = paths.ROOT / "tests"
+    assert all((tests / name).is_file() for name in SLOW_FILES), sorted(n for n in SLOW_FILES if not (tests / n).is_file())
+    assert all((tests / name).is_dir() for name in SLOW_FOLDERS)
+    makefile = (paths.ROOT / "Makefile").read_text()
+    assert '$(BIN)/python -m pytest -m "not slow"' in makefile.split("test-fast: $(STAMP)")[1].split("\n\n")[0]
+    addopts = tomllib.loads((paths.ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    assert "--durations=20" in addopts.split()

@@ -247,7 +247,6 @@ def test_decoding_cost_grows_with_the_context_and_what_a_step_writes(facts):
     assert facts["bytes_spread"] == 4
     assert 1.5 < facts["grouped_speedup"] < 4          # "(b) does get faster with them, but by less than the bytes"
     assert facts["time_spread"]["whole model (a)"] < 1.45   # "(a) gains little or nothing ... at most about 1.3 times"
-    assert facts["decode_slowest"] == gqa              # "... and the slowest is GQA"
     written = {label: round(values[-1]) for label, values in facts["decode_copied_mb"].items()}
     assert written == {mha: 67, gqa: 101, mqa: 84}     # "67 MB ... 101 MB ... 84 MB"
 

@@ -13,6 +13,27 @@ def _course(value: str) -> Path:
     return Path(value).resolve()
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, not {value}")
+    return seconds
+
+
+def _gradebook_options(command) -> None:
+    """Where the gradebook is (``autograder.gradebook_url``): options shared by grade and feedback."""
+    command.add_argument("--db-url", help="the gradebook's database URL, e.g. postgresql://grader@dbhost/gradebook "
+                         "(shared by several graders); leave its password out (~/.pgpass): every user of the "
+                         "machine can read a command line")
+    command.add_argument("--db-url-file", type=Path, help="a file, readable by you alone (chmod 600), holding the "
+                         "gradebook's URL")
+    command.epilog = ("Without --db-url or --db-url-file the gradebook's URL comes from the environment variable "
+                      "ATTNLAB_GRADEBOOK_URL, else nbgrader's CourseDirectory.db_url, else the course's gradebook.db.")
+
+
 def main(argv: list[str] | None = None) -> int:
     from autograder.course import DEFAULT_COURSE
 
@@ -31,20 +52,27 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--lesson", help="only this lesson (number or slug)")
     grade.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: the lesson's budget)")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
-    grade.add_argument("--db-url", help="the gradebook's database, shared by several graders, e.g. "
-                       "postgresql://user:password@host/gradebook (default: nbgrader's CourseDirectory.db_url, "
-                       "else the course's gradebook.db)")
+    grade.add_argument("--submission-seconds", type=_seconds, help="time budget of one submission, notebook and "
+                       "trusted checks together (default: the lesson's, 300 s unless autograder/budget.py says more)")
+    _gradebook_options(grade)
 
     feedback = commands.add_parser("feedback", help="HTML feedback without hidden tests")
     feedback.add_argument("--course", type=_course, default=DEFAULT_COURSE)
     feedback.add_argument("--lesson", action="append", help="only this lesson (number or slug); repeatable")
+    _gradebook_options(feedback)
 
     bench = commands.add_parser("benchmark", help="seconds per submission, serial and parallel, same grades")
     bench.add_argument("--submissions", type=int, default=6)
     bench.add_argument("--jobs", type=int, default=2)
     bench.add_argument("--lesson", default="02")
+    bench.add_argument("--class-scale", action="store_true", help="grade one generated class (honest, blank, "
+                       "mistakes) once with --jobs: submissions per minute, peak memory, load, none lost")
 
     args = parser.parse_args(argv)
+    if args.command == "benchmark" and args.class_scale:
+        from autograder.class_scale import class_benchmark
+
+        return class_benchmark(args.submissions, args.jobs, args.lesson)
     if args.command == "benchmark":
         from autograder.benchmark import benchmark
 
@@ -58,15 +86,27 @@ def main(argv: list[str] | None = None) -> int:
 
         chosen = [lesson(key) for key in args.lesson] if args.lesson else None
         return run_build(args.course, chosen)
+    if args.command in ("grade", "feedback") and args.db_url:
+        from autograder.gradebook_url import GradebookURLError, command_line_warning, parse
+
+        try:
+            parse(args.db_url, "--db-url")
+        except GradebookURLError as error:
+            parser.error(str(error))
+        warning = command_line_warning(args.db_url)
+        if warning:
+            print(warning, file=sys.stderr)
     if args.command == "grade":
+        from autograder.grade import Settings
         from autograder.grade import grade as run_grade
 
-        return run_grade(args.course, lesson(args.lesson).slug if args.lesson else None, args.cell_timeout, args.jobs,
-                         db_url=args.db_url)
+        settings = Settings(cell_timeout=args.cell_timeout, submission_wall_s=args.submission_seconds)
+        return run_grade(args.course, lesson(args.lesson).slug if args.lesson else None, jobs=args.jobs,
+                         settings=settings, db_url=args.db_url, db_url_file=args.db_url_file)
     from autograder.feedback import feedback as run_feedback
 
     chosen = [lesson(key) for key in args.lesson] if args.lesson else [l for l in LESSONS if l.graded]
-    return run_feedback(args.course, [l.slug for l in chosen])
+    return run_feedback(args.course, [l.slug for l in chosen], db_url=args.db_url, db_url_file=args.db_url_file)
 
 
 if __name__ == "__main__":

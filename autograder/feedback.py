@@ -1,40 +1,40 @@
-"""``python -m autograder feedback``: feedback pages that hold no secret, or none at all.
+"""``python -m autograder feedback``: a feedback page for every graded submission, holding no secret.
 
 nbgrader's feedback is the autograded notebook rendered to HTML. Hidden-test cells carry no test
 code (only a marker; the trusted cases score them outside the notebook) and the grader has written
-each trusted verdict into its cell. ``HideHiddenTests`` (installed in
-``GenerateFeedback.preprocessors`` by the course's nbgrader config) removes the marker region and
-keeps only the grader's verdict as the cell's output.
+each trusted verdict into its cell. nbgrader's feedback pipeline (``GenerateFeedback.preprocessors``
+in the course's nbgrader config) runs ``HideHiddenTests``, which removes the marker region and
+keeps only the grader's verdict as the cell's output, then ``autograder.scrub.ScrubLeaks``, which
+replaces any output or source that shows a secret (``autograder.leaks``: hidden-test lines the
+released notebook does not show, the trusted cases, the grader's passwords and tokens, disguised
+or not) with a line saying it was removed.
 
-Feedback fails closed. Pages are generated one submission at a time, so one that nbgrader cannot
-render stops no other; then every page is scanned, whatever happened before, for secrets: the
-hidden regions of the instructor notebooks, the lesson's trusted cases and the grader's own
-environment values (tokens, keys, passwords). The scan first normalizes the text the way a reader
-would see it (no tags, no zero-width or other invisible characters, compatibility forms folded,
-whitespace ignored) and also searches inside anything that decodes as base64. A page that fails
-is deleted, never released, and the command exits non-zero naming the submission.
+Pages are generated one submission at a time, so one that nbgrader cannot render stops no other;
+then every page is scanned again, data URIs included. A graded submission that has no page then
+(its notebook missing, not notebook JSON, stopped while graded, or nbgrader failed), or whose page
+still shows a secret, gets the grader's own page instead (``autograder.summary_page``): its scores
+and verdicts, and why the notebook is not shown. Every graded submission ends with a page; the
+command exits non-zero only when a page could not be written.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import html
 import os
-import re
-import unicodedata
+import shutil
+import warnings
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_output
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import ClearHiddenTests
 
-from autograder import paths
+from autograder import gradebook_url, leaks, scrub, summary_page
 from autograder.course import nbgrader
+from autograder.leaks import hidden_lines, page_text  # noqa: F401 (where tests and other tools find them)
 
 HIDDEN_PASSED = "Hidden tests: passed."
 HIDDEN_FAILED = "Hidden tests: at least one failed. Their code stays hidden; check your function against the lesson's visible checks and the cases its docstring names."
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|KEY|AUTH|COOKIE|CREDENTIAL|SESSION", re.I)
 
 
 class HideHiddenTests(ClearHiddenTests):
@@ -63,149 +63,131 @@ def _is_verdict(output) -> bool:
         output.get("output_type") == "stream" and str(output.get("text", "")).startswith("Trusted check:"))
 
 
-# --- the scan -----------------------------------------------------------------------------------
+# --- the command ---------------------------------------------------------------------------------
 
-def hidden_lines(notebook: Path, min_length: int = 12) -> set[str]:
-    """Distinctive lines inside the hidden-test regions of an instructor notebook."""
-    lines: set[str] = set()
-    for cell in nbformat.read(notebook, as_version=4).cells:
-        inside = False
-        for line in cell.source.splitlines():
-            if "BEGIN HIDDEN TESTS" in line:
-                inside = True
-            elif "END HIDDEN TESTS" in line:
-                inside = False
-            elif inside and len(line.strip()) >= min_length:
-                lines.add(line.strip())
-    return lines
+# Files nbgrader's release_feedback reads beside each page (they come with the submission).
+_EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 
 
-def case_lines(lesson_number: str, min_length: int = 30) -> set[str]:
-    """Distinctive lines of a lesson's trusted cases (what a submission must never see)."""
-    path = paths.ROOT / "autograder" / "cases" / f"lesson{lesson_number}.py"
-    if not path.is_file():
-        return set()
-    return {line.strip() for line in path.read_text().splitlines()
-            if len(line.strip()) >= min_length and not line.strip().startswith(("#", "import ", "from ", '"""'))}
+def graded_students(course: Path, assignment: str, db_url: str) -> list[str]:
+    """Students whose submission of ``assignment`` was graded here: in the gradebook, and collected
+    or autograded in this course directory (graders on other machines keep theirs)."""
+    here = {p.parent.name for top in ("autograded", "submitted") for p in (course / top).glob(f"*/{assignment}")
+            if p.is_dir()}
+    try:
+        with Gradebook(db_url) as book, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            graded = {submission.student.id for submission in book.assignment_submissions(assignment)}
+    except Exception as error:  # noqa: BLE001 (no gradebook: what was autograded here is what was graded)
+        print(f"{assignment}: the gradebook could not be read ({type(error).__name__}); pages for the "
+              "submissions autograded here only")
+        return sorted(p.parent.name for p in (course / "autograded").glob(f"*/{assignment}") if p.is_dir())
+    return sorted(graded & here)
 
 
-def environment_secrets(environ: dict[str, str] | None = None) -> set[str]:
-    """Values of the grader's environment that must not show: those of variables whose names say
-    secret (token, key, password...), and any long token-like value."""
-    environ = dict(os.environ if environ is None else environ)
-    found = set()
-    for name, value in environ.items():
-        value = value.strip()
-        if _SECRET_NAME.search(name) and len(value) >= 6:
-            found.add(value)
-        elif len(value) >= 24 and re.fullmatch(r"[A-Za-z0-9+/=_\-.]+", value) and not value.startswith(("/", ".")):
-            found.add(value)
-    return found
+def _why_not_rendered(course: Path, assignment: str, student: str, notebook: str) -> str:
+    """Why there is no autograded notebook to render, in words for the learner."""
+    submitted = course / "submitted" / student / assignment / f"{notebook}.ipynb"
+    if not submitted.is_file():
+        return f"Your submission has no {notebook}.ipynb, so there is no notebook to show."
+    try:
+        nbformat.read(submitted, as_version=4)
+    except Exception:  # noqa: BLE001 (any parse failure)
+        return f"Your {notebook}.ipynb is not a notebook the grader can read (not valid notebook JSON)."
+    return f"The grader could not run your {notebook}.ipynb to the end, so it cannot show it here."
 
 
-def page_text(page: str) -> str:
-    """The text of an HTML page as a reader sees it: highlighted code splits a line into many
-    tags, so tags are dropped and entities decoded before lines are searched for."""
-    return html.unescape(re.sub(r"<[^>]+>", "", page))
+def _write_summary(course: Path, assignment: str, student: str, notebook: str, reason: str, db_url: str,
+                   secrets: dict[str, str]) -> bool:
+    """Write the grader's own page for one notebook; False if it could not be written safely."""
+    folder = course / "feedback" / student / assignment
+    target = folder / f"{notebook}.html"
+    autograded = course / "autograded" / student / assignment
+    try:
+        graded = summary_page.rows(db_url, assignment, student, notebook, autograded / f"{notebook}.ipynb",
+                                   course / "logs" / assignment / f"{student}.verdicts.json")
+        text = summary_page.page(assignment, student, notebook, reason, graded)
+        if leaks.page_leaks(text, secrets):  # a verdict quoting a learner's error that quotes a secret
+            text = summary_page.page(assignment, student, notebook, reason,
+                                     [summary_page.Row(r.grade_id, r.score, r.max_score) for r in graded])
+        folder.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        for name in _EXCHANGE_FILES:  # so that nbgrader release_feedback can release it
+            for source in (autograded / name, course / "submitted" / student / assignment / name):
+                if source.is_file() and not (folder / name).exists():
+                    shutil.copyfile(source, folder / name)
+    except Exception as error:  # noqa: BLE001 (reported; the other pages go on)
+        target.unlink(missing_ok=True)
+        print(f"{assignment} {student}: NO PAGE: the grader's own page could not be written ({type(error).__name__}: "
+              f"{str(error)[:200]})")
+        return False
+    if leaks.page_leaks(text, secrets):
+        target.unlink()
+        print(f"{assignment} {student}: NO PAGE: even the grader's own page would show a secret")
+        return False
+    return True
 
 
-def normalize(text: str) -> str:
-    """Fold compatibility forms, drop invisible characters (zero-width, bidi marks, other format
-    characters and controls) and all whitespace, so that disguised text compares equal."""
-    text = unicodedata.normalize("NFKC", text)
-    return "".join(ch for ch in text if not ch.isspace() and unicodedata.category(ch) not in ("Cf", "Cc", "Co", "Cn"))
+def feedback_for(course: Path, assignment: str, student: str, notebooks: list[str], secrets: dict[str, str],
+                 db_url: str) -> bool:
+    """Make and check the pages of one submission; False if a page could not be written."""
+    autograded = course / "autograded" / student / assignment
+    folder = course / "feedback" / student / assignment
+    for stale in folder.glob("*.html"):  # pages of an earlier run must not pass for this run's
+        stale.unlink()
+    if any((autograded / f"{name}.ipynb").is_file() for name in notebooks):
+        url, password_env = gradebook_url.for_child(db_url)  # the password never on a command line
+        run = nbgrader(course, "generate_feedback", assignment, "--student", student, "--force",
+                       f"--CourseDirectory.db_url={url}", env={**os.environ, **password_env})
+        if run.returncode != 0:
+            errors = [line for line in run.output.splitlines() if "ERROR" in line or "Error" in line]
+            print(f"{assignment} {student}: nbgrader generate_feedback failed (exit {run.returncode}): "
+                  f"{(errors or ['see nbgrader output'])[-1][:200]}")
+    written = True
+    for name in notebooks:
+        page = folder / f"{name}.html"
+        if not (autograded / f"{name}.ipynb").is_file():
+            reason = _why_not_rendered(course, assignment, student, name)
+        elif not page.is_file():
+            reason = f"The grader could not turn your {name}.ipynb into a page."
+        elif found := leaks.page_leaks(page.read_text(errors="replace"), secrets):
+            reason = "Your notebook's page would have shown text the grader keeps hidden, so it is not shown."
+            print(f"{assignment} {student}: the rendered page still showed {len(found)} secret(s) after scrubbing; "
+                  "the grader's own page replaces it")
+        else:
+            removed = scrub.removed_parts(page_text(page.read_text(errors="replace")))
+            if removed:
+                print(f"{assignment} {student}: {removed} part(s) of {name}.ipynb showed text the grader keeps "
+                      "hidden and were removed from the page (the page says so)")
+            continue
+        if _write_summary(course, assignment, student, name, reason, db_url, secrets):
+            print(f"{assignment} {student}: the grader's own page for {name}.ipynb (scores and verdicts): "
+                  + reason)
+        else:
+            written = False
+    return written
 
 
-_BASE64 = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
-
-
-def decoded_parts(text: str, depth: int = 2) -> list[str]:
-    """Pieces of ``text`` that decode as base64 (standard or URL-safe) to readable text, decoded;
-    decoded again up to ``depth`` times."""
-    found = []
-    for match in _BASE64.finditer(text):
-        chunk = match.group(0)
-        for decoder in (base64.b64decode, base64.urlsafe_b64decode):
-            try:
-                data = decoder(chunk + "=" * (-len(chunk) % 4))
-                decoded = data.decode("utf-8")
-            except (binascii.Error, ValueError, UnicodeDecodeError):
-                continue
-            if decoded and sum(ch.isprintable() or ch.isspace() for ch in decoded) >= 0.9 * len(decoded):
-                found.append(decoded)
-                if depth > 1:
-                    found += decoded_parts(normalize_keep_space(decoded), depth - 1)
-                break
-    return found
-
-
-def normalize_keep_space(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text)
-    return "".join(ch for ch in text if unicodedata.category(ch) not in ("Cf", "Co", "Cn") or ch in "\n\t")
-
-
-def leaks(text: str, secrets: dict[str, str] | set[str]) -> list[str]:
-    """What ``text`` (a page's visible text) shows of ``secrets``, disguised or not: the label of
-    each secret found (``secrets`` maps a secret to how to name it; a set names it by itself)."""
-    secrets = secrets if isinstance(secrets, dict) else {secret: secret for secret in secrets}
-    visible = normalize_keep_space(text)
-    haystacks = [normalize(visible)] + [normalize(part) for part in decoded_parts(visible)]
-    found = []
-    for secret in sorted(secrets):
-        needle = normalize(secret)
-        if needle and any(needle in haystack for haystack in haystacks):
-            found.append(secrets[secret])
-    return found
-
-
-def secrets_for(course: Path, assignment: str) -> dict[str, str]:
-    """Everything no feedback page of ``assignment`` may show, each with how to name it (lines by
-    themselves; environment values never, even to the instructor's console)."""
-    found = {line: line for line in case_lines(assignment.split("_", 1)[0])}
-    for notebook in sorted((course / "source" / assignment).glob("*.ipynb")):
-        found.update({line: line for line in hidden_lines(notebook)})
-    found.update({value: "a value of the grader's environment" for value in environment_secrets()})
-    return found
-
-
-def scan_pages(folder: Path, secrets: dict[str, str]) -> dict[Path, list[str]]:
-    """Each feedback page under ``folder`` that shows a secret, with what it shows."""
-    bad = {}
-    for page in sorted(folder.rglob("*.html")):
-        found = leaks(page_text(page.read_text(errors="replace")), secrets)
-        if found:
-            bad[page] = found
-    return bad
-
-
-def _students(course: Path, assignment: str) -> list[str]:
-    return sorted(p.parent.name for p in (course / "autograded").glob(f"*/{assignment}") if p.is_dir())
-
-
-def feedback(course: Path, assignments: list[str]) -> int:
-    """Generate and scan feedback for ``assignments`` in ``course``; 1 if any page could not be made
-    or was withheld."""
+def feedback(course: Path, assignments: list[str], db_url: str | None = None, db_url_file: Path | None = None) -> int:
+    """A feedback page for every graded submission of ``assignments`` in ``course``, none showing a
+    secret; 1 if a page could not be written, 2 if the gradebook's URL is unusable."""
+    try:
+        url = gradebook_url.resolve(course, db_url, db_url_file)
+    except gradebook_url.GradebookURLError as error:
+        print(f"Cannot write feedback: {error}")
+        return 2
     status = 0
     for assignment in assignments:
-        secrets = secrets_for(course, assignment)
-        students = _students(course, assignment)
+        secrets = leaks.secrets_for(course, assignment, gradebook_url.password(url))
+        notebooks = sorted(p.stem for p in (course / "source" / assignment).glob("*.ipynb"))
+        students = graded_students(course, assignment, url)
         if not students:
-            print(f"{assignment}: nothing autograded yet")
+            print(f"{assignment}: nothing graded yet")
             continue
         for student in students:
-            run = nbgrader(course, "generate_feedback", assignment, "--student", student, "--force")
-            if run.returncode != 0:
+            if not feedback_for(course, assignment, student, notebooks, secrets, url):
                 status = 1
-                errors = [line for line in run.output.splitlines() if "ERROR" in line or "Error" in line]
-                print(f"{assignment} {student}: nbgrader generate_feedback failed (exit {run.returncode}): "
-                      f"{(errors or ['see nbgrader output'])[-1][:200]}")
-        released = 0
-        for student in students:  # every page is scanned, whether or not this run made it
-            for page, found in scan_pages(course / "feedback" / student / assignment, secrets).items():
-                page.unlink()
-                status = 1
-                print(f"{assignment} {student}: feedback withheld, {page.name} showed {len(found)} secret "
-                      f"line(s) (first: {found[0][:60]!r}); the page was deleted")
-            released += len(list((course / "feedback" / student / assignment).glob("*.html")))
-        print(f"{assignment}: {released} feedback page(s) under {course / 'feedback'}, each scanned")
+        pages = sum(len(list((course / "feedback" / s / assignment).glob("*.html"))) for s in students)
+        print(f"{assignment}: {pages} feedback page(s) for {len(students)} graded submission(s) under "
+              f"{course / 'feedback'}, each scanned")
     return status

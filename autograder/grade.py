@@ -3,8 +3,9 @@
 For each submission (``submitted/<student>/<assignment>/``), in its own scratch folder under
 ``.grading/``:
 
-1. the grader looks at the submission itself: a missing or unreadable notebook, graded cells that
-   were edited (their checksum against the released notebook's) or deleted;
+1. the grader looks at the submission itself: a missing or unreadable notebook, and every change to
+   a graded cell against the released notebook (source, type, flags, points; deleted, duplicated),
+   which it puts back in its scratch copy and reports exactly (``autograder.tampering``);
 2. ``nbgrader autograde`` runs on a scratch copy of the course (the assignment's source, this
    submission, a copy of the gradebook) through ``autograder.autograde_run``, with the notebook's
    kernel sandboxed (``autograder.sandbox``: an allowlisted view, an unprivileged user, no network,
@@ -17,7 +18,9 @@ For each submission (``submitted/<student>/<assignment>/``), in its own scratch 
    nbgrader's results for the rest (written answers to hand-grade), and the autograded notebook with
    each trusted verdict written into its cell, for formgrader and feedback.
 
-The whole submission has a wall-clock budget; outputs, logs and answers have byte caps. Notes in the
+The whole submission has one deadline (``autograder.budget``): the notebook may use it less what is
+kept back for the trusted checks, and the checks end by it. Outputs, logs and answers have byte
+caps. Notes in the
 report come only from the grader's own structured results (the run record of
 ``autograde_run``, the kernel launcher's outcome, the trusted verdicts, the grader's checks), never
 from text a submission printed. Every submission ends with a row in ``grading_report.csv``:
@@ -46,21 +49,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import nbformat
-from jupyter_core.paths import jupyter_config_path
 from nbformat.v4 import new_output
 from nbgrader.api import Base, Gradebook, MissingEntry
-from nbgrader.utils import compute_checksum
 from sqlalchemy import create_engine
 from sqlalchemy import text as sql
-from traitlets.config import Config
-from traitlets.config.loader import ConfigFileNotFound, PyFileConfigLoader
 
 from attnlab.lessons import Lesson
 from attnlab.lessons import lesson as find_lesson
 from attnlab.switch import NO_REFERENCE_ENV, REFERENCE_DIR_ENV, REFERENCE_ENV
-from autograder import sandbox, trusted
-from autograder.trusted import quoted
+from autograder import budget, gradebook_url, sandbox, tampering, trusted
+from autograder.budget import Deadline
 from autograder.course import config_text, nbgrader
+from autograder.trusted import quoted
 
 REPORT = "grading_report.csv"
 GRADES = "grades.csv"
@@ -120,58 +120,7 @@ def submissions(course: Path, assignment: str | None = None) -> list[tuple[str, 
     return sorted(found)
 
 
-# --- what the grader checks itself ---------------------------------------------------------------
-
-def grade_ids(notebook: Path) -> set[str]:
-    """Grade ids of the graded cells of a notebook (empty for a missing or unreadable one)."""
-    try:
-        cells = nbformat.read(notebook, as_version=4).cells
-    except Exception:  # noqa: BLE001 (corrupt JSON is reported elsewhere)
-        return set()
-    return {c.metadata.get("nbgrader", {}).get("grade_id") for c in cells if c.metadata.get("nbgrader", {}).get("grade")}
-
-
-def submission_notes(source: Path, release: Path, submitted: Path) -> list[str]:
-    """Problems of the submitted notebooks, found by the grader: missing, unreadable, graded cells
-    edited (checksum against the released notebook) or deleted."""
-    notes = []
-    for notebook in sorted(source.glob("*.ipynb")):
-        handed_in = submitted / notebook.name
-        if not handed_in.is_file():
-            notes.append(f"{notebook.name}: notebook missing from the submission (its cells scored 0)")
-            continue
-        try:
-            cells = nbformat.read(handed_in, as_version=4).cells
-        except Exception:  # noqa: BLE001 (any parse failure)
-            notes.append(f"{notebook.name}: the notebook is not valid notebook JSON")
-            continue
-        # Hidden-test cells are left out: the learner never had their source (only the marker), so
-        # nbgrader puts the source version back whatever the submitted cell holds.
-        hidden = hidden_test_cells(source)
-        released = {}
-        if (release / notebook.name).is_file():
-            for cell in nbformat.read(release / notebook.name, as_version=4).cells:
-                meta = cell.metadata.get("nbgrader", {})
-                if (meta.get("grade") and not meta.get("solution") and meta.get("checksum")
-                        and meta.get("grade_id") not in hidden):
-                    released[meta["grade_id"]] = meta["checksum"]
-        seen = set()
-        for cell in cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if grade_id in released and grade_id not in seen:
-                seen.add(grade_id)
-                try:
-                    same = compute_checksum(cell) == released[grade_id]
-                except Exception:  # noqa: BLE001 (metadata too broken to checksum)
-                    same = False
-                if not same:
-                    notes.append(f"{notebook.name}: cell {grade_id} was edited; nbgrader graded the original")
-        gone = sorted(grade_ids(notebook) - grade_ids(handed_in))
-        if gone and grade_ids(handed_in):
-            notes.append(f"{notebook.name}: graded cells deleted ({', '.join(gone)}); nbgrader scored them "
-                         "as missing and the trusted checks scored the library")
-    return notes
-
+# --- what nbgrader recorded ------------------------------------------------------------------
 
 _STOPPED = {  # exception types that stopped nbgrader (recorded by autograde_run), in words
     "CellTimeoutError": "a cell ignored the interrupt sent at its time limit, so nbgrader stopped the notebook",
@@ -179,8 +128,8 @@ _STOPPED = {  # exception types that stopped nbgrader (recorded by autograde_run
     "DeadKernelError": "the notebook's kernel died (see the kernel note, if any)",
     "Empty": "the kernel did not answer in time",
     "NotJSONError": "the notebook is not valid notebook JSON",
-    "SchemaTooOldError": "nbgrader rejected the notebook's cell metadata (a duplicated or altered graded cell?)",
-    "SchemaTooNewError": "nbgrader rejected the notebook's cell metadata (a duplicated or altered graded cell?)",
+    "SchemaTooOldError": "nbgrader rejected the notebook's cell metadata",
+    "SchemaTooNewError": "nbgrader rejected the notebook's cell metadata",
 }
 
 
@@ -208,7 +157,8 @@ class Settings:
     cell_timeout: int | None = None  # seconds a cell may run; the lesson's budget when None
     kernel_limits: sandbox.Limits | None = None
     worker_limits: sandbox.Limits = field(default_factory=lambda: sandbox.Limits(wall_s=90, cpu_s=90, memory_bytes=2 * 1024**3))
-    submission_wall_s: float | None = None  # the whole submission; derived from the others when None
+    submission_wall_s: float | None = None  # the whole submission; the lesson's (autograder.budget) when None
+    import_s: float = trusted.IMPORT_SECONDS  # a trusted worker's time to import the library
     max_cell_output_bytes: int = 1024 * 1024  # an interactive figure sends its PNG twice (widget, static twin)
     max_notebook_output_bytes: int = 4 * 1024 * 1024
     log_bytes: int = 1024 * 1024  # of nbgrader's log and of the kernel's own output, each
@@ -234,18 +184,7 @@ class Settings:
         return sandbox.Limits(wall_s=wall, cpu_s=int(2 * wall), output_bytes=self.log_bytes)
 
     def submission_seconds(self, lesson: Lesson) -> float:
-        if self.submission_wall_s is not None:
-            return self.submission_wall_s
-        # the notebook, then one worker for every call and, if it fails, one per function
-        return self.kernel(lesson).wall_s + 120 + 6 * self.worker_limits.wall_s
-
-
-class Deadline:
-    def __init__(self, seconds: float):
-        self.seconds, self.end = seconds, time.monotonic() + seconds
-
-    def left(self) -> float:
-        return max(0.0, self.end - time.monotonic())
+        return budget.submission_seconds(lesson, self.submission_wall_s)
 
 
 def _copy_submission(source: Path, target: Path, outcome: Outcome) -> None:
@@ -323,19 +262,6 @@ def _exclusive(db_url: str):
         engine.dispose()
 
 
-def nbgrader_db_url(course: Path) -> str:
-    """The gradebook nbgrader uses for ``course``: ``CourseDirectory.db_url`` from an nbgrader_config.py
-    in the Jupyter config path or in the course directory (as nbgrader reads them), else
-    ``course/gradebook.db``."""
-    config = Config()
-    for folder in [*reversed(jupyter_config_path()), str(course)]:  # the later, the stronger
-        try:
-            config.merge(PyFileConfigLoader("nbgrader_config.py", path=folder).load_config())
-        except ConfigFileNotFound:
-            pass
-    return config.CourseDirectory.get("db_url") or f"sqlite:///{course / 'gradebook.db'}"
-
-
 def _kernelspec(folder: Path) -> Path:
     spec = folder / "kernels" / KERNEL
     spec.mkdir(parents=True, exist_ok=True)
@@ -404,6 +330,8 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
            outcome: Outcome) -> None:
     assignment = lesson.slug
     deadline = Deadline(settings.submission_seconds(lesson))
+    scored_outside = trusted.has_cases(lesson) and bool(lesson.modules)
+    reserve = budget.reserve(deadline.seconds, settings.worker_limits.wall_s) if scored_outside else 0.0
     scratch = course / ".grading" / assignment / student
     if scratch.exists():
         shutil.rmtree(scratch)
@@ -415,13 +343,18 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
     _copy_submission(course / "submitted" / student / assignment, submitted, outcome)
     with lock:
         _copy_gradebook(settings.gradebook(course), scratch_course / "gradebook.db")
-    for text in submission_notes(course / "source" / assignment, course / "release" / assignment, submitted):
+    trusted_ids = {case.grade_id for case in trusted.load_cases(lesson)} if scored_outside else set()
+    for text in tampering.restore_submission(course / "source" / assignment, course / "release" / assignment,
+                                             submitted, trusted_ids):
         outcome.note(text)
 
-    # 1. nbgrader autograde, the kernel sandboxed. Kernel sockets need short paths (at most 107
-    # bytes): one folder per submission under the run's folder.
+    # 1. nbgrader autograde, the kernel sandboxed, within the budget less the trusted checks'
+    # reserve. Kernel sockets need short paths (at most 107 bytes): one folder per submission
+    # under the run's folder.
     runtime = Path(tempfile.mkdtemp(prefix="", dir=settings.kernel_root()))
+    notebook_s = max(1.0, deadline.left() - reserve)
     limits = settings.kernel(lesson)
+    limits = replace(limits, wall_s=float(int(min(limits.wall_s, max(1.0, notebook_s - budget.NBGRADER_SECONDS)))))
     log_dir = course / "logs" / assignment
     log_dir.mkdir(parents=True, exist_ok=True)
     kernel_config = scratch / "sandbox.json"
@@ -441,7 +374,7 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
          f"--BoundedExecute.max_notebook_output_bytes={settings.max_notebook_output_bytes}",
          # the scratch gradebook, whatever nbgrader's own setting says: only _merge writes the real one
          f"--CourseDirectory.db_url=sqlite:///{scratch_course / 'gradebook.db'}"],
-        cwd=scratch_course, env=env, timeout=min(limits.wall_s + 120, deadline.left()),
+        cwd=scratch_course, env=env, timeout=notebook_s,
         log=log_dir / f"{student}.log", limit=settings.log_bytes,
     )
     try:
@@ -459,7 +392,8 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
             outcome.note(f"the kernel wrote more than {limits.output_bytes} bytes to its own output; "
                          f"logs/{assignment}/{student}.kernel.log keeps the first {limits.output_bytes}")
     if code == 124:
-        outcome.note(f"nbgrader was stopped at the submission's time limit of {deadline.seconds:g} s")
+        outcome.note(f"nbgrader was stopped after {notebook_s:.0f} s, the notebook's share of the submission's "
+                     f"time budget of {deadline.seconds:g} s")
     elif code != 0:
         outcome.note(f"nbgrader could not finish the notebook (exit {code}); the library was scored by the "
                      f"trusted checks; read the submission in submitted/{student}/{assignment}/")
@@ -469,23 +403,26 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
     if lesson.modules and not trusted.has_cases(lesson):
         outcome.note(f"no trusted cases for lesson {lesson.number} (autograder/cases/lesson{lesson.number}.py): "
                      "its autograded scores come from the notebook alone")
-    if trusted.has_cases(lesson) and lesson.modules:
+    if scored_outside:
         verdicts = trusted.score(lesson, _library(submitted, lesson), scratch / "worker", settings.worker_limits,
-                                 sandboxed_env(lesson), deadline=deadline.end)
+                                 sandboxed_env(lesson), deadline=deadline.end, import_s=settings.import_s)
         for text in verdicts.notes:
             outcome.note(text, review=not text.startswith("library missing"))
 
-    # 3. the real gradebook and the autograded notebook, under the lock
+    # 3. the real gradebook and the autograded notebook, under the lock; the verdicts also on their
+    # own, for the feedback page of a notebook nbgrader could not finish (autograder.summary_page)
     autograded = scratch_course / "autograded" / student / assignment
     if autograded.is_dir():
         write_verdicts(autograded, course / "source" / assignment, verdicts)
+    (log_dir / f"{student}.verdicts.json").write_text(json.dumps(
+        {grade_id: verdict_text(verdict) for grade_id, verdict in verdicts.cells.items()}))
     with lock:
         _merge(course, scratch_course, lesson, student, verdicts, outcome,
                hidden_test_cells(course / "source" / assignment), settings.gradebook(course))
+        target = course / "autograded" / student / assignment
+        if target.exists():  # an earlier submission's notebook must not pass for this one's
+            shutil.rmtree(target)
         if autograded.is_dir():
-            target = course / "autograded" / student / assignment
-            if target.exists():
-                shutil.rmtree(target)
             shutil.copytree(autograded, target)
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.rmtree(runtime, ignore_errors=True)
@@ -508,6 +445,12 @@ def verdict_output(verdict: trusted.CellResult):
         return new_output("stream", name="stdout", text=f"Trusted check: passed {how}.\n")
     return new_output("error", ename="TrustedCheckFailed", evalue=f"{verdict.failure} {how}",
                       traceback=[f"TrustedCheckFailed: {verdict.failure}"])
+
+
+def verdict_text(verdict: trusted.CellResult) -> str:
+    """The trusted verdict of one cell in one line, as the grader's own feedback page shows it."""
+    output = verdict_output(verdict)
+    return output["text"].strip() if verdict.passed else f"Trusted check failed: {output['evalue']}"
 
 
 def write_verdicts(autograded: Path, source: Path, verdicts: trusted.TrustedResult) -> None:
@@ -600,10 +543,18 @@ def write_report(course: Path, outcomes: list[Outcome]) -> Path:
 
 
 def grade(course: Path, assignment: str | None = None, cell_timeout: int | None = None, jobs: int = 1,
-          settings: Settings | None = None, db_url: str | None = None) -> int:
-    """Grade every collected submission (of ``assignment``, if given); 1 if any failed. The grades
-    go to ``db_url`` (a database several graders can share, e.g. PostgreSQL), else to nbgrader's
-    own setting for the course, else to course/gradebook.db."""
+          settings: Settings | None = None, db_url: str | None = None, db_url_file: Path | None = None) -> int:
+    """Grade every collected submission (of ``assignment``, if given); 1 if any failed, 2 if grading
+    could not start. The grades go to the gradebook ``autograder.gradebook_url`` finds: ``db_url``
+    (a database several graders can share, e.g. PostgreSQL), the URL in ``db_url_file``, the
+    environment's ``ATTNLAB_GRADEBOOK_URL``, nbgrader's own setting for the course, or
+    course/gradebook.db."""
+    settings = settings or Settings(cell_timeout=cell_timeout)
+    try:
+        settings = replace(settings, db_url=gradebook_url.resolve(course, db_url or settings.db_url, db_url_file))
+    except gradebook_url.GradebookURLError as error:
+        print(f"Cannot grade: {error}")
+        return 2
     todo = submissions(course, assignment)
     if not todo:
         print(f"No submissions under {course / 'submitted'}" + (f" for {assignment}" if assignment else ""))
@@ -613,8 +564,6 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
         print("The grading sandbox is incomplete on this machine: " + "; ".join(missing))
         print("Refusing to run submissions without it.")
         return 2
-    settings = settings or Settings(cell_timeout=cell_timeout)
-    settings = replace(settings, db_url=db_url or settings.db_url or nbgrader_db_url(course))
     settings.kernel_root()  # made once, before the threads share it
     lock = threading.Lock()
     run = os.environ[sandbox.RUN_ENV] = uuid.uuid4().hex[:8]  # inherited by every sandbox launcher
@@ -631,8 +580,11 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
         settings._kernels = None
         sandbox.sweep_cgroups(run)
     report = write_report(course, outcomes)
-    export = nbgrader(course, "export", f"--CourseDirectory.db_url={settings.gradebook(course)}",
-                      "--to", str(course / GRADES))
+    # The gradebook's password, if its URL holds one, goes to nbgrader in its environment: never on
+    # a command line, which every user of the machine can read.
+    url, password_env = gradebook_url.for_child(settings.gradebook(course))
+    export = nbgrader(course, "export", f"--CourseDirectory.db_url={url}", "--to", str(course / GRADES),
+                      env={**os.environ, **password_env})
     if export.returncode != 0:
         print(f"nbgrader export failed (exit {export.returncode}):\n{export.output[-2000:]}")
         return 1

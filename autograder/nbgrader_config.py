@@ -17,6 +17,7 @@ from nbgrader.preprocessors import (
 from attnlab.lessons import LESSONS
 from autograder.execute import BoundedExecute
 from autograder.feedback import HideHiddenTests
+from autograder.scrub import ScrubLeaks
 
 c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
 
@@ -40,5 +41,6 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties, CheckCellMetadata,
 ]
 
-# Feedback shows neither hidden tests nor their output (see autograder.feedback).
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+# Feedback shows neither hidden tests nor their output, and nothing else the grader keeps hidden
+# (see autograder.feedback and autograder.scrub).
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, ScrubLeaks, CSSHTMLHeaderPreprocessor]

@@ -43,6 +43,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 CONFIG_ENV = "AUTOGRADER_SANDBOX"
 RUN_ENV = "AUTOGRADER_RUN"
@@ -431,6 +432,17 @@ class Outcome:
     reason: str  # "" when it exited by itself; otherwise which limit ended it
     seconds: float
     dropped_output_bytes: int = 0  # output beyond ``Limits.output_bytes``, not kept
+    not_ready: bool = False  # killed because it did not get ready in time (``Ready``)
+
+
+@dataclass
+class Ready:
+    """A command must get ready within ``seconds`` of its start (``check()`` turns true: say, its
+    answer file holds its first line), or it is killed then, long before its wall clock runs out.
+    The grader uses it to tell a library whose import never finishes from a slow function."""
+
+    seconds: float
+    check: Callable[[], bool]
 
 
 def _limit_resources(limits: Limits, cgroup: Cgroup | None) -> None:
@@ -483,17 +495,25 @@ def _feed(pipe, data: bytes) -> None:
         pass
 
 
-def _wait(process: subprocess.Popen, timeout: float) -> tuple[bool, float]:
-    """Wait for ``process`` at most ``timeout`` seconds; (timed out, CPU seconds it and its
-    descendants used). ``os.wait4`` gives the CPU time, which tells a CPU-limit kill apart."""
-    deadline = time.monotonic() + timeout
+def _wait(process: subprocess.Popen, timeout: float, ready: Ready | None = None) -> tuple[bool, float, bool]:
+    """Wait for ``process`` at most ``timeout`` seconds, or until ``ready.seconds`` have passed
+    without it getting ready; (timed out, CPU seconds it and its descendants used, not ready).
+    ``os.wait4`` gives the CPU time, which tells a CPU-limit kill apart."""
+    start = time.monotonic()
+    deadline = start + timeout
+    waiting_for_ready = ready is not None
     while True:
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             process.returncode = os.waitstatus_to_exitcode(status)
-            return False, usage.ru_utime + usage.ru_stime
-        if time.monotonic() > deadline:
-            return True, 0.0
+            return False, usage.ru_utime + usage.ru_stime, False
+        now = time.monotonic()
+        if waiting_for_ready and ready.check():
+            waiting_for_ready = False
+        elif waiting_for_ready and now - start > ready.seconds:
+            return False, 0.0, True
+        if now > deadline:
+            return True, 0.0, False
         time.sleep(0.05)
 
 
@@ -531,11 +551,12 @@ def _start(argv: list[str], config: Config, cgroup: Cgroup, **popen) -> subproce
 
 
 def run(argv: list[str], config: Config, stdin: bytes | None = None, stdout=subprocess.DEVNULL,
-        log: str | Path | None = None) -> Outcome:
+        log: str | Path | None = None, ready: Ready | None = None) -> Outcome:
     """Run ``argv`` sandboxed and wait for it (at most ``config.limits.wall_s``).
 
     stdout: where its standard output goes (a file object), unlimited but for ``file_bytes``;
-    log: file for its standard error, of which at most ``limits.output_bytes`` are kept.
+    log: file for its standard error, of which at most ``limits.output_bytes`` are kept;
+    ready: kill it early when it does not get ready in time (``Outcome.not_ready`` says so).
     """
     cgroup = Cgroup(config.limits)
     start = time.monotonic()
@@ -545,13 +566,16 @@ def run(argv: list[str], config: Config, stdin: bytes | None = None, stdout=subp
         errors.start()
         # Feed the input from a thread: a command that stops reading must not block the clock.
         threading.Thread(target=_feed, args=(process.stdin, stdin or b""), daemon=True).start()
-        timed_out, cpu = _wait(process, config.limits.wall_s)
+        timed_out, cpu, not_ready = _wait(process, config.limits.wall_s, ready)
         cpu = max(cpu, cgroup.cpu_seconds())
-        if timed_out:
+        if timed_out or not_ready:
             cgroup.kill_all()
             process.kill()
             process.wait()
         errors.join(timeout=10)
+        if not_ready:
+            return Outcome(process.returncode, f"not ready within {ready.seconds:g} s; killed",
+                           time.monotonic() - start, errors.dropped, not_ready=True)
         return Outcome(process.returncode, _reason(process.returncode, cgroup, config.limits, timed_out, cpu),
                        time.monotonic() - start, errors.dropped)
     finally:
@@ -592,7 +616,7 @@ def _kernel(argv: list[str]) -> int:
         process.kill()
 
     signal.signal(signal.SIGTERM, stop)
-    timed_out, cpu = _wait(process, config.limits.wall_s)
+    timed_out, cpu, _ = _wait(process, config.limits.wall_s)
     cpu = max(cpu, cgroup.cpu_seconds())
     if timed_out:
         cgroup.kill_all()

@@ -1,11 +1,21 @@
 """Trusted scores: a lesson's autograded cells, scored outside the learner's kernel.
 
-For each exercise function, a fresh sandboxed worker (``autograder.worker``) imports the learner's
-modules of the lesson (every other exercise module is the reference) and runs the lesson's cases
-(``autograder.cases``) on inputs made here. The outputs come back as plain data and are compared
-here with the reference's outputs on the same inputs: structure, shape, dtype, values (within a
-tolerance for the dtype), and inputs left unchanged. A grade cell earns its points when every one
-of its cases passes, as nbgrader scores a test cell.
+A fresh sandboxed worker (``autograder.worker``) imports the learner's modules of the lesson (every
+other exercise module is the reference) and runs the lesson's cases (``autograder.cases``) on inputs
+made here. The outputs come back as plain data and are compared here with the reference's outputs
+on the same inputs: structure, shape, dtype, values (within a tolerance for the dtype), and inputs
+left unchanged. A grade cell earns its points when every one of its cases passes, as nbgrader
+scores a test cell.
+
+Time is bounded, whatever the library does:
+
+- the worker must finish importing the library within ``import_s`` (its first answer line); a
+  library whose import hangs or spins is found once, and every function fails with a note saying
+  the import did not finish, with no retry;
+- answers stream back call by call, so a worker that is killed or ends halfway keeps the answers
+  it gave; the call it was in names the function that hung or crashed, whose remaining cases fail
+  with the reason, and one fresh worker runs the calls of the other functions that were left;
+- nothing runs past the submission's deadline: cases left then fail with a note.
 """
 
 from __future__ import annotations
@@ -178,14 +188,18 @@ def _worker_folder(folder: Path, lesson: Lesson, library: dict[str, bytes]) -> N
             shutil.copy(switch.reference_path(module), target)
 
 
+IMPORT_SECONDS = 60.0  # how long a worker may take to import the library (torch included)
+
+
 def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, limits: sandbox.Limits,
-          env: dict[str, str], deadline: float | None = None) -> TrustedResult:
+          env: dict[str, str], deadline: float | None = None, import_s: float = IMPORT_SECONDS) -> TrustedResult:
     """Trusted verdicts on every autograded cell of ``lesson`` for the learner's ``library``
     (module name -> source bytes; a missing module scores 0).
 
     env: the workers' whole environment (an allowlist, see ``autograder.grade.sandboxed_env``).
     deadline: ``time.monotonic()`` value after which no worker starts, and no worker runs past;
     the cases left are failed with a note.
+    import_s: seconds a worker may take to import the library before it is killed.
     """
     reference = reference_module(lesson)
     result = TrustedResult()
@@ -193,44 +207,61 @@ def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, limits: sand
     missing = [m for m in lesson.modules if m not in library]
     if missing:
         result.notes.append("library missing from the submission: " + ", ".join(f"{m}.py" for m in missing))
-    indexed = list(enumerate(cases))
-    # One worker for every call first (each worker pays for importing torch); if it gives no
-    # answer (the library looped, crashed or exited), one worker per function, so that one
-    # broken function does not cost the points of the others.
-    groups = {"all": indexed}
-    answers, answer_arrays, calls_by_index, arrays, problem = _run_group(
-        lesson, library, indexed, scratch / "all", _clipped(limits, deadline), env)
-    retry = bool(problem)
-    if retry:
-        groups = {}
-        for index, case in indexed:
-            groups.setdefault(case.target, []).append((index, case))
-    failures: dict[str, str] = {}
-    for name, group in groups.items():
-        if retry:
-            clipped = _clipped(limits, deadline)
-            if clipped is None:
-                answers, answer_arrays, problem = {}, {}, "not run: the submission's grading time was used up"
-                calls_by_index = {index: _prefixed(case, index)[0] for index, case in group}
-                arrays = {k: v for index, case in group for k, v in _prefixed(case, index)[1].items()}
+    prepared = {index: _prefixed(case, index) for index, case in enumerate(cases)}
+    got: dict[int, tuple[dict, dict]] = {}  # index -> (answer, arrays) of every call answered
+    failed: dict[int, str] = {}  # index -> why a call has no answer
+    pending = list(range(len(cases)))
+    attempt = 0
+    while pending:
+        clipped = _clipped(limits, deadline)
+        if clipped is None:
+            _fail(pending, "not run: the submission's grading time was used up", cases, failed, result)
+            break
+        attempt += 1
+        answered, imported, problem, returncode = _ask_worker(
+            lesson, library, [prepared[i] for i in pending], scratch / f"worker-{attempt}", clipped, env, import_s)
+        for index in pending:
+            if prepared[index][0]["id"] in answered:
+                got[index] = answered[prepared[index][0]["id"]]
+        pending = [index for index in pending if index not in got]
+        if not imported:  # the library never finished importing: what is left fails, no retry
+            if attempt == 1:
+                for index in pending:
+                    failed[index] = problem
+                result.notes.append(f"{problem}; every trusted check of the library failed")
             else:
-                answers, answer_arrays, calls_by_index, arrays, problem = _run_group(
-                    lesson, library, group, scratch / name, clipped, env)
-            if problem:
-                result.notes.append(f"{name}: {problem}")
-        for index, case in group:
-            call = calls_by_index[index]
-            expected = _expected(reference, call, arrays)
-            got = answers.get(call["id"], {"status": "none", "error": problem or "no answer"})
-            why = _compare(call, expected, got, answer_arrays, arrays)
-            if why and case.grade_id not in failures:
-                failures[case.grade_id] = f"{case.target} ({case.label or call['id']}): {why}"
+                _fail(pending, problem, cases, failed, result)
+            break
+        if pending:  # the worker stopped inside the first call it did not answer
+            culprit = cases[pending[0]].target
+            why = problem or (f"the worker ended (exit {returncode}) without answering: the library exited, "
+                              "crashed or wrote over the answer channel")
+            _fail([i for i in pending if cases[i].target == culprit], why, cases, failed, result)
+            pending = [i for i in pending if cases[i].target != culprit]
+    failures: dict[str, str] = {}
+    for index, case in enumerate(cases):
+        call, arrays = prepared[index]
+        expected = _expected(reference, call, arrays)
+        answer, answer_arrays = got.get(index, ({"status": "none", "error": failed.get(index, "no answer")}, {}))
+        why = _compare(call, expected, answer, answer_arrays, arrays)
+        if why and case.grade_id not in failures:
+            failures[case.grade_id] = f"{case.target} ({case.label or call['id']}): {why}"
     for case in cases:
         cell = result.cells.setdefault(case.grade_id, CellResult(case.grade_id, True, 0))
         cell.cases += 1
         if case.grade_id in failures:
             cell.passed, cell.failure = False, failures[case.grade_id]
     return result
+
+
+def _fail(indices: list[int], why: str, cases: list[Case], failed: dict[int, str], result: TrustedResult) -> None:
+    """Record ``why`` for the calls ``indices``, and one note per function among them."""
+    for index in indices:
+        failed[index] = why
+    for target in dict.fromkeys(cases[index].target for index in indices):
+        note = f"{target}: {why}"
+        if note not in result.notes:
+            result.notes.append(note)
 
 
 def _clipped(limits: sandbox.Limits, deadline: float | None) -> sandbox.Limits | None:
@@ -243,46 +274,65 @@ def _clipped(limits: sandbox.Limits, deadline: float | None) -> sandbox.Limits |
     return dataclasses.replace(limits, wall_s=min(limits.wall_s, left))
 
 
-def _run_group(lesson, library, group, folder, limits, env):
-    """Ask one worker for the calls of ``group``; (answers, arrays out, calls by index, arrays in, problem)."""
-    calls, arrays, by_index = [], {}, {}
-    for index, case in group:
-        call, named = _prefixed(case, index)
-        calls.append(call)
-        arrays.update(named)
-        by_index[index] = call
-    if limits is None:
-        return {}, {}, by_index, arrays, "not run: the submission's grading time was used up"
-    answers, answer_arrays, problem = _ask_worker(lesson, library, calls, arrays, folder, limits, env)
-    return answers, answer_arrays, by_index, arrays, problem
-
-
 # The worker's code, visible inside the sandbox (the cases are not: they stay on this side).
 WORKER_FILES = {f"/sandbox/grader/{name}": str(Path(__file__).with_name(name)) for name in ("worker.py", "recipes.py")}
 
 
-def _ask_worker(lesson, library, calls, arrays, folder: Path, limits, env):
-    """Run one sandboxed worker; (answers by call id, arrays, problem or "")."""
+def _ask_worker(lesson, library, prepared, folder: Path, limits, env, import_s: float):
+    """Run one sandboxed worker on ``prepared`` calls ((call, arrays) pairs, in order);
+    (answers by call id as (answer, arrays), whether the library finished importing, problem or "",
+    the worker's exit status)."""
     _worker_folder(folder, lesson, library)
-    request = json.dumps({"module": lesson.modules[0], "calls": calls, "arrays": worker.encode_arrays(arrays)})
+    arrays = {name: value for _, named in prepared for name, value in named.items()}
+    request = json.dumps({"module": lesson.modules[0], "calls": [call for call, _ in prepared],
+                          "arrays": worker.encode_arrays(arrays)})
     answer_path, log_path = folder.parent / f"{folder.name}.answer", folder.parent / f"{folder.name}.log"
-    with answer_path.open("wb") as answer:
-        outcome = sandbox.run(
-            [sys.executable, "/sandbox/grader/worker.py"],
-            sandbox.Config(workdir=str(folder), env=env, readonly=WORKER_FILES, limits=limits),
-            stdin=request.encode(), stdout=answer, log=log_path,
-        )
-    problem = outcome.reason
+    module = f"attnlab.{lesson.modules[0]}"
     try:
-        if answer_path.stat().st_size > RESPONSE_LIMIT:
-            raise ValueError("answer too large")
-        data = json.loads(answer_path.read_text())
-        return data["results"], worker.decode_arrays(data["arrays"]), problem
-    except (ValueError, KeyError, TypeError, OSError) as exc:
-        if not problem:
-            code = outcome.returncode
-            problem = (f"the worker ended (exit {code}) without a readable answer: the library exited, "
-                       f"crashed or wrote over the answer channel ({type(exc).__name__})")
-        return {}, {}, problem
+        with answer_path.open("wb") as answer:
+            outcome = sandbox.run(
+                [sys.executable, "/sandbox/grader/worker.py"],
+                sandbox.Config(workdir=str(folder), env=env, readonly=WORKER_FILES, limits=limits),
+                stdin=request.encode(), stdout=answer, log=log_path,
+                ready=sandbox.Ready(min(import_s, limits.wall_s), lambda: _first_line_written(answer_path)),
+            )
+        imported, answers = _read_answers(answer_path)
     finally:
         answer_path.unlink(missing_ok=True)
+    if outcome.not_ready:
+        return answers, False, f"importing {module} did not finish within {min(import_s, limits.wall_s):g} s (killed)", None
+    if not imported:
+        why = outcome.reason or f"exit {outcome.returncode}"
+        return answers, False, f"the worker ended before importing {module} finished ({why})", outcome.returncode
+    return answers, True, outcome.reason, outcome.returncode
+
+
+def _first_line_written(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return b"\n" in handle.read(4096)
+    except OSError:
+        return False
+
+
+def _read_answers(path: Path) -> tuple[bool, dict[str, tuple[dict, dict]]]:
+    """(whether the import line came, answers by call id) from a worker's answer file: every
+    complete, well-formed line up to ``RESPONSE_LIMIT`` bytes; the first that is not ends the
+    reading (a worker killed mid-line, or a library that wrote over the channel)."""
+    imported, answers = False, {}
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(RESPONSE_LIMIT)
+    except OSError:
+        return imported, answers
+    for number, line in enumerate(text.split(b"\n")[:-1]):  # the part after the last newline is cut
+        try:
+            record = json.loads(line)
+            if number == 0:
+                imported = record.get("import") in ("ok", "error")
+                continue
+            answers[str(record["id"])] = (dict(record["result"]),
+                                          worker.decode_arrays(record["arrays"]) if record["arrays"] else {})
+        except (ValueError, KeyError, TypeError, AttributeError, OSError):
+            break
+    return imported, answers

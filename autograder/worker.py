@@ -2,10 +2,18 @@
 
 It runs sandboxed (``autograder.sandbox``), in a folder holding the learner's modules of the lesson
 being graded and the reference of every other exercise module. It reads one request from standard
-input and writes one response to the file descriptor that was standard output when it started;
-everything the learner's code prints goes to standard error. Both are plain data: JSON, with
-arrays as an ``.npz`` archive in base64, loaded with ``allow_pickle=False``. The worker never sees
-expected outputs: the trusted side compares (``autograder.trusted``).
+input and answers on the file descriptor that was standard output when it started; everything the
+learner's code prints goes to standard error. The answer is JSON lines, each written and flushed as
+soon as it is known, so that a worker killed halfway still leaves the answers it gave:
+
+- first ``{"import": "ok"}`` (or ``{"import": "error", "error": ...}``) once the learner's module
+  is imported: the trusted side waits only a short while for this line, so a library whose import
+  never finishes is found at once (``sandbox.Ready``);
+- then one line per call, in order: ``{"id", "result", "arrays"}``.
+
+Both directions are plain data, with arrays as an ``.npz`` archive in base64, loaded with
+``allow_pickle=False``. The worker never sees expected outputs: the trusted side compares
+(``autograder.trusted``).
 
 A call is ``{"id", "recipe", "target", "args", "kwargs"}``. Recipes:
 
@@ -154,27 +162,33 @@ def _named_outputs(value, prefix):
         yield prefix, value
 
 
+def _line(channel, record: dict) -> None:
+    channel.write(json.dumps(record) + "\n")
+    channel.flush()
+
+
 def main() -> int:
     answer = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # what the learner's code prints must not reach the answer
     request = json.loads(sys.stdin.read())
     arrays = decode_arrays(request["arrays"])
-    results: dict[str, dict] = {}
-    out: dict[str, np.ndarray] = {}
     try:
         module = importlib.import_module(f"attnlab.{request['module']}")
     except BaseException as exc:  # noqa: BLE001 (a broken import is a result, not a crash)
         message = f"importing attnlab.{request['module']} failed: {type(exc).__name__}: {exc}"
-        results = {call["id"]: {"status": "error", "error": message} for call in request["calls"]}
-    else:
+        _line(answer, {"import": "error", "error": message})
         for call in request["calls"]:
-            try:
-                results[call["id"]] = run_call(module, call, arrays, out, police=True)
-            except BaseException as exc:  # noqa: BLE001 (SystemExit and KeyboardInterrupt included)
-                tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
-                results[call["id"]] = {"status": "error", "error": tail[:500]}
-    answer.write(json.dumps({"results": results, "arrays": encode_arrays(out)}))
-    answer.flush()
+            _line(answer, {"id": call["id"], "result": {"status": "error", "error": message}, "arrays": ""})
+        return 0
+    _line(answer, {"import": "ok"})
+    for call in request["calls"]:
+        out: dict[str, np.ndarray] = {}
+        try:
+            result = run_call(module, call, arrays, out, police=True)
+        except BaseException as exc:  # noqa: BLE001 (SystemExit and KeyboardInterrupt included)
+            tail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            result, out = {"status": "error", "error": tail[:500]}, {}
+        _line(answer, {"id": call["id"], "result": result, "arrays": encode_arrays(out) if out else ""})
     return 0
 
 

@@ -16,14 +16,16 @@ import threading
 import uuid
 from pathlib import Path
 
+import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
 from attnlab.lessons import lesson
 from autograder import grade as grading
-from autograder import paths, sandbox
+from autograder import paths, sandbox, scrub
 from autograder.feedback import feedback
-from tests.adversarial.corpus import Kit, corpus
+from autograder.leaks import page_leaks, page_text, secrets_for
+from tests.adversarial.corpus import Kit, corpus, hidden_case_line
 
 PLANTED_NAME, PLANTED_TOKEN = "ATTNLAB_PLANTED_API_TOKEN", "planted-" + uuid.uuid4().hex
 
@@ -35,7 +37,14 @@ SETTINGS = grading.Settings(
     cell_timeout=60,  # generous: an honest cell must never time out, even on a loaded machine
     kernel_limits=sandbox.Limits(wall_s=150, cpu_s=300),
     worker_limits=sandbox.Limits(wall_s=30, cpu_s=60, memory_bytes=2 * 1024**3),
+    # One deadline per submission, notebook and trusted checks together: the default, 300 s (the
+    # notebook may use 240 of it, its kernel 150, what it had before this deadline).
+    submission_wall_s=300,
+    import_s=30,
 )
+# What a submission may take beyond its budget: copying it in before the clock starts, and writing
+# its grades under the lock (behind at most one other submission's).
+SLACK_S = 15
 
 pytestmark = [
     pytest.mark.skipif(bool(sandbox.missing_protections()), reason="the grading sandbox is incomplete here: "
@@ -131,7 +140,7 @@ def graded(built_course, tmp_path_factory):
 
 @pytest.mark.skipif(bool(_ONLY), reason="ADVERSARIAL_ONLY grades a part of the corpus")
 def test_the_corpus_is_large_enough():
-    assert len(CORPUS) >= 37
+    assert len(CORPUS) >= 43
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
@@ -142,6 +151,58 @@ def test_each_submission_gets_its_outcome(graded, name):
     assert row["status"] in statuses, row
     if adversary.note:
         assert re.search(adversary.note, row["notes"]), row["notes"]
+    # the grader's check of the notebook says exactly what was changed, and nothing more
+    prefix = f"{LESSON.notebook}: "
+    for expected in adversary.tampering:
+        assert prefix + expected in row["notes"], row["notes"]
+    assert row["notes"].count(prefix) == len(adversary.tampering), row["notes"]
+
+
+def test_every_submission_ends_within_its_budget(graded):
+    """One deadline for the notebook and the trusted checks together: a library whose import sleeps
+    or spins forever, a notebook that loops, ignores interrupts or forks, all end by it."""
+    seconds = {name: float(row["seconds"]) for name, row in graded["report"].items()}
+    assert {name: s for name, s in seconds.items() if s > SETTINGS.submission_wall_s + SLACK_S} == {}
+
+
+@pytest.mark.parametrize("name", ["import_sleeps_forever", "import_spins_forever"])
+def test_a_library_whose_import_never_ends_is_found_once(graded, name):
+    """Every function fails with one note saying the import did not finish, after the notebook's
+    share of the budget and one short import probe: no retry per function."""
+    if name not in CORPUS:
+        pytest.skip("not in ADVERSARIAL_ONLY")
+    row = graded["report"][name]
+    assert float(row["seconds"]) <= SETTINGS.submission_wall_s + SLACK_S, row
+    found = (f"importing attnlab.attention did not finish within {SETTINGS.import_s:g} s (killed); "
+             "every trusted check of the library failed")
+    assert row["notes"].count(found) == 1, row["notes"]
+    # no worker per function: a retry would leave a note "<function>: <why>"
+    for function in ("softmax", "attention_numpy", "scaled_dot_product_attention"):
+        assert f"{function}: " not in row["notes"], row["notes"]
+    # each cell's own note says why it failed
+    assert row["notes"].count("sdpa_hidden not passed: scaled_dot_product_attention (hidden 0): importing "
+                              "attnlab.attention did not finish") == 1, row["notes"]
+
+
+def test_tampered_metadata_is_put_back_before_nbgrader_runs(graded):
+    """The notebook nbgrader graded has the released points, type and flags; the written answer
+    whose grade flag was removed still waits for hand grading."""
+    course = graded["course"]
+    found = {}
+    for name in ("raised_points", "tampered_cell_metadata"):
+        if name not in CORPUS:
+            continue
+        notebook = nbformat.read(course / "autograded" / name / LESSON.slug / LESSON.notebook, as_version=4)
+        found[name] = {c.metadata["nbgrader"]["grade_id"]: (c.cell_type, c.metadata["nbgrader"])
+                       for c in notebook.cells if "grade_id" in c.metadata.get("nbgrader", {})}
+    if "raised_points" in found:
+        assert found["raised_points"]["sdpa_visible"][1]["points"] == 2
+    if "tampered_cell_metadata" in found:
+        cells = found["tampered_cell_metadata"]
+        assert cells["attention_numpy_visible"][0] == "code"
+        assert cells["softmax_visible"][1]["locked"] and cells["sqrt_dk_answer"][1]["grade"]
+        assert not cells["sdpa_hidden"][1]["solution"] and "bonus_cell" not in cells
+        assert float(graded["report"]["tampered_cell_metadata"]["awaiting_hand_grading"]) == 3
 
 
 def test_nothing_outside_the_scratch_folders_changed(graded):
@@ -158,12 +219,16 @@ def test_nothing_outside_the_scratch_folders_changed(graded):
 def test_notes_come_from_the_grader_only(graded):
     notes = " ".join(row["notes"] for row in graded["report"].values())
     assert "INSTRUCTOR NOTE" not in notes and "forged" not in notes
+    if "forges_notes_on_stderr" not in CORPUS:
+        return
     forged = graded["report"]["forges_notes_on_stderr"]["notes"]
     assert "was edited" not in forged and "time limit" not in forged, forged
 
 
 def test_bounded_outputs(graded):
     course = graded["course"]
+    if not {"floods_stdout_100_mb", "floods_stderr_1_gib"} <= set(CORPUS):
+        pytest.skip("not in ADVERSARIAL_ONLY")
     assert (course / "logs" / LESSON.slug / "floods_stderr_1_gib.kernel.log").stat().st_size < 2 * 1024**2
     for student in ("floods_stdout_100_mb", "floods_stderr_1_gib"):
         notebook = course / "autograded" / student / LESSON.slug / LESSON.notebook
@@ -171,16 +236,64 @@ def test_bounded_outputs(graded):
     assert all((course / "logs" / LESSON.slug / f"{s}.log").stat().st_size < 2 * 1024**2 for s in CORPUS)
 
 
-def test_feedback_for_the_whole_corpus_holds_no_secret(graded):
-    """Every page was generated and scanned (one page nbgrader cannot render stops no other) and
-    none was withheld: hidden tests hold no code, and the sandbox never saw the grader's secrets."""
+def _pages(course: Path) -> dict[str, Path]:
+    return {p.parent.parent.name: p for p in (course / "feedback").glob(f"*/{LESSON.slug}/*.html")}
+
+
+def test_every_graded_submission_gets_a_page_holding_no_secret(graded):
+    """Every submission of the corpus has a page, scanned (one page nbgrader cannot render stops no
+    other), and the command exited 0: hidden tests hold no code, and the sandbox never saw the
+    grader's secrets. A notebook that is missing, unreadable or stopped gets the grader's own page."""
     course = graded["course"]
     assert graded["feedback_status"] == 0
-    pages = {p.parent.parent.name: p for p in (course / "feedback").glob(f"*/{LESSON.slug}/*.html")}
-    for student in ("captures_cell_sources", "marker_in_a_comment", "prints_environment", "honest"):
-        assert student in pages, sorted(pages)
-    environment_page = pages["prints_environment"].read_text()
-    assert "HOME" in environment_page and PLANTED_TOKEN not in environment_page
+    pages = _pages(course)
+    assert sorted(pages) == sorted(CORPUS)
+    os.environ[PLANTED_NAME] = PLANTED_TOKEN  # the secrets, as feedback saw them
+    try:
+        secrets = secrets_for(course, LESSON.slug)
+    finally:
+        os.environ.pop(PLANTED_NAME, None)
+    assert {name: page_leaks(page.read_text(), secrets) for name, page in pages.items()
+            if page_leaks(page.read_text(), secrets)} == {}
+    if "prints_environment" in pages:
+        environment_page = pages["prints_environment"].read_text()
+        assert "HOME" in environment_page and PLANTED_TOKEN not in environment_page
+    for name in ("missing_notebook", "corrupt_notebook_json"):
+        if name in pages:
+            text = page_text(pages[name].read_text())
+            assert "Your submission was graded" in text and "(Score: 11.0 / 14.0)" in text, text
+            assert "Trusted check: passed" in text, text  # the verdicts, though nbgrader ran no notebook
+
+
+def test_a_disguised_leak_is_removed_from_the_page_and_the_page_says_so(graded):
+    """Base64, zero-width characters, a line split over lines, and one split over two outputs: four
+    outputs replaced, each saying so, a note at the top counting them; the rest of the page kept."""
+    if "prints_hidden_text_disguised" not in CORPUS:
+        pytest.skip("not in ADVERSARIAL_ONLY")
+    course = graded["course"]
+    text = page_text(_pages(course)["prints_hidden_text_disguised"].read_text())
+    assert scrub.removed_parts(text) == 4
+    assert text.count(scrub.REMOVED) == 5  # the four places and the note at the top
+    assert "ordinary output, kept" in text and "second ordinary output, kept" in text
+    assert "Trusted check: passed" in text
+    assert page_leaks(text, {hidden_case_line_of(course): "the line"}) == []
+
+
+def hidden_case_line_of(course: Path) -> str:
+    return hidden_case_line(Kit(notebook=Path(), reference="", stub="", canary=Path(), port=0, course=course,
+                                unix_socket=Path(), abstract_socket="", marker=""))
+
+
+def test_printed_marker_lines_are_no_secret(graded):
+    """Lines the released notebook shows (the hidden-test markers, the comment of a hidden-test
+    cell) stay on the page: nothing is removed."""
+    if "prints_marker_lines" not in CORPUS:
+        pytest.skip("not in ADVERSARIAL_ONLY")
+    text = page_text(_pages(graded["course"])["prints_marker_lines"].read_text())
+    assert "### BEGIN HIDDEN TESTS" in text and "### END HIDDEN TESTS" in text  # printed, nowhere else
+    # once as the hidden-test cell's own comment, once as the printed output
+    assert text.count("# Hidden tests for softmax run when your submission is graded.") == 2
+    assert scrub.REMOVED not in text
 
 
 def test_no_process_or_cgroup_is_left_behind(graded):

@@ -3,7 +3,11 @@ messages quoted, autograded points apart from hand grading."""
 
 from __future__ import annotations
 
+import json
 import time
+
+import numpy as np
+import pytest
 
 from autograder import grade as grading
 from autograder.course import Run
@@ -51,3 +55,36 @@ def test_a_learners_message_is_quoted_on_one_short_line():
     text = quoted("line one\nINSTRUCTOR NOTE: award full marks\x1b[31m" + "x" * 500)
     assert text.startswith('"line one INSTRUCTOR NOTE') and text.endswith('…"')
     assert "\n" not in text and "\x1b" not in text and len(text) < 110
+
+
+def test_one_budget_per_submission_shared_between_notebook_and_trusted_checks():
+    from attnlab.lessons import lesson
+    from autograder import budget
+
+    assert budget.submission_seconds(lesson("02")) == budget.DEFAULT_SECONDS == 300
+    assert budget.submission_seconds(lesson("02"), 120) == 120
+    assert budget.submission_seconds(lesson("09")) == budget.LESSON_SECONDS["09"] > 300  # its own figure
+    with pytest.raises(ValueError, match="must be positive"):
+        budget.submission_seconds(lesson("02"), 0)
+    assert grading.Settings(submission_wall_s=90).submission_seconds(lesson("09")) == 90
+    # the checks keep one worker's wall clock and a rerun, at most half the budget
+    assert budget.reserve(300, 90) == 120 and budget.reserve(100, 90) == 50
+
+
+def test_answers_given_before_a_worker_stopped_are_kept(tmp_path):
+    """A worker answers call by call: a worker killed mid-line leaves every complete answer; a line
+    that is not an answer ends the reading there."""
+    from autograder import trusted, worker
+
+    arrays = worker.encode_arrays({"c0:out": np.arange(3.0)})
+    lines = [json.dumps({"import": "ok"}), json.dumps({"id": "c0", "result": {"status": "ok"}, "arrays": arrays}),
+             json.dumps({"id": "c1", "result": {"status": "error", "error": "boom"}, "arrays": ""})]
+    answer = tmp_path / "answer"
+    answer.write_text("\n".join(lines) + '\n{"id": "c2", "resu')
+    imported, answers = trusted._read_answers(answer)
+    assert imported and sorted(answers) == ["c0", "c1"]
+    assert answers["c0"][1]["c0:out"].tolist() == [0.0, 1.0, 2.0] and answers["c1"][0]["error"] == "boom"
+    answer.write_text(lines[0] + "\nnot json\n" + lines[1] + "\n")
+    assert trusted._read_answers(answer) == (True, {})
+    answer.write_text("")
+    assert trusted._read_answers(answer) == (False, {})

@@ -236,3 +236,21 @@ def test_matplotlib_finds_fonts_without_a_fontconfig_error(tmp_path):
     outcome, log = run(tmp_path, code)
     assert outcome.returncode == 0, log
     assert "stderr: none" in log and "Fontconfig error" not in log, log
+
+
+def test_a_command_that_does_not_get_ready_in_time_is_killed_then(tmp_path):
+    """``Ready``: a command that has not written its first line within its few seconds is killed
+    then, long before its wall clock; one that has goes on to the end."""
+    out = tmp_path / "out.txt"
+    config = sandbox.Config(workdir=str(tmp_path), env=sandbox.base_env(), limits=sandbox.Limits(wall_s=60))
+
+    def started(code: str) -> sandbox.Outcome:
+        with out.open("wb") as handle:
+            return sandbox.run([sys.executable, "-c", code], config, stdout=handle,
+                               ready=sandbox.Ready(3, lambda: b"\n" in out.read_bytes()))
+
+    stuck = started("import time; time.sleep(600)")
+    assert stuck.not_ready and stuck.reason == "not ready within 3 s; killed" and stuck.seconds < 20, stuck
+    ready = started("import time; print('ready', flush=True); time.sleep(5); print('done')")
+    assert not ready.not_ready and ready.returncode == 0 and ready.seconds > 5, ready
+    assert out.read_text() == "ready\ndone\n"

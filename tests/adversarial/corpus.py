@@ -2,7 +2,9 @@
 
 A submission is built from the release notebook and a library (the reference, or the stub, edited).
 ``score`` is the autograded score the gradebook must hold (the written answer is not hand-graded
-here); ``status`` the report's status; ``note`` a regular expression the report's notes must match.
+here); ``status`` the report's status; ``note`` a regular expression the report's notes must match;
+``tampering`` the exact notes the grader's check of the notebook must give (``autograder.tampering``,
+each after the notebook's name), and no other.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Adversary:
     status: str | set[str]
     note: str = ""
     extra: dict = field(default_factory=dict)
+    tampering: tuple[str, ...] = ()
 
 
 @dataclass
@@ -105,6 +108,29 @@ def _edited_cell(kit: Kit, folder: Path) -> None:
     kit.write(folder, kit.stub, edit)
 
 
+def _raised_points(kit: Kit, folder: Path) -> None:
+    def raise_points(cells):
+        cells[grade_index(cells, "sdpa_visible")].metadata["nbgrader"]["points"] = 100
+    kit.write(folder, kit.reference, raise_points)
+
+
+def _tampered_metadata(kit: Kit, folder: Path) -> None:
+    """Every kind of metadata change at once, the sources left alone: nbgrader alone would stop on
+    the grade flag (grading nothing of the notebook); the grader puts each back and says so."""
+    def tamper(cells):
+        cells[grade_index(cells, "attention_numpy_visible")].cell_type = "markdown"
+        del cells[grade_index(cells, "attention_numpy_visible")]["outputs"]
+        del cells[grade_index(cells, "attention_numpy_visible")]["execution_count"]
+        cells[grade_index(cells, "softmax_visible")].metadata["nbgrader"]["locked"] = False
+        cells[grade_index(cells, "sqrt_dk_answer")].metadata["nbgrader"]["grade"] = False
+        cells[grade_index(cells, "sdpa_hidden")].metadata["nbgrader"]["solution"] = True
+        bonus = code("print('worth fifty points')")
+        bonus.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": 50,
+                                      "grade_id": "bonus_cell", "schema_version": 3}
+        cells.append(bonus)
+    kit.write(folder, kit.reference, tamper)
+
+
 def _duplicated_cell(kit: Kit, folder: Path) -> None:
     def duplicate(cells):
         index = grade_index(cells, "sdpa_visible")
@@ -154,6 +180,44 @@ def _leak():
     print("\\u200b".join(text))
 get_ipython().events.register("post_run_cell", lambda result: _leak() if len(_sources) > 25 else None)
 """
+
+
+def hidden_case_line(kit: Kit) -> str:
+    """A line of the lesson's trusted cases that the released notebook does not show: a secret no
+    feedback page may show (the course is public, so a learner can copy it from the repository)."""
+    from autograder.leaks import case_lines, secrets_for
+
+    secrets = secrets_for(kit.course, "02_attention")
+    return sorted(line for line in case_lines("02") if line in secrets)[0]
+
+
+def print_disguised(kit: Kit) -> Callable:
+    """Cells that print a secret disguised three ways, and split over two outputs, between
+    ordinary outputs that must stay on the page. The secret is put together when the cells run
+    (the source holds it reversed), so that only the outputs show it."""
+    line = hidden_case_line(kit)
+    half = len(line) // 2
+    sources = [
+        f"_hidden = {line[::-1]!r}[::-1]\nprint('ordinary ' + 'output, kept')",
+        "import base64\nprint(base64.b64encode(_hidden.encode()).decode())",
+        "print('\\u200b'.join(_hidden))",
+        "print(_hidden.replace(' ', '\\n'))",
+        f"import sys\nprint(_hidden[:{half}], end='', flush=True)\nprint(_hidden[{half}:], file=sys.stderr)",
+        "print('second ordinary ' + 'output, kept')",
+    ]
+
+    def insert(cells):
+        setup = next(i for i, c in enumerate(cells) if c.cell_type == "code" and "import attnlab" in c.source)
+        for offset, source in enumerate(sources, start=1):
+            cells.insert(setup + offset, code(source))
+    return insert
+
+
+# Each line is put together when it runs, so that on the page it shows only as the cell's output.
+PRINT_MARKER_LINES = (
+    "print('### BEGIN ' + 'HIDDEN TESTS')\nprint('### END ' + 'HIDDEN TESTS')\n"
+    "print('# Hidden tests for softmax ' + 'run when your submission is graded.')"
+)
 
 
 def corpus() -> list[Adversary]:
@@ -234,9 +298,12 @@ def corpus() -> list[Adversary]:
         Adversary("huge_file_write", lib(lambda k: k.reference, insert_after_setup(
             "with open('huge.bin', 'wb') as f:\n    for _ in range(1024):\n        f.write(b'x' * 1024 * 1024)")),
                   FULL, "graded"),
-        Adversary("deleted_test_cells", _deleted_cells, FULL, "review", r"softmax_visible"),
-        Adversary("edited_test_cell", _edited_cell, 0.0, "review", r"cell softmax_visible was edited"),
-        Adversary("duplicated_test_cell", _duplicated_cell, FULL, "review", r"nbgrader rejected the notebook's cell metadata"),
+        Adversary("deleted_test_cells", _deleted_cells, FULL, "review", r"softmax_visible", tampering=(
+            "cells softmax_visible, softmax_hidden were deleted; the trusted checks scored the library for them",)),
+        Adversary("edited_test_cell", _edited_cell, 0.0, "review", r"source of cell softmax_visible was edited",
+                  tampering=("source of cell softmax_visible was edited; the original source was used",)),
+        Adversary("duplicated_test_cell", _duplicated_cell, FULL, "review", tampering=(
+            "cell sdpa_visible appears 2 times; copy 2 of 2 was graded, the others were kept as ordinary cells",)),
         Adversary("later_cells_made_noops", lib(lambda k: k.stub, insert_after_setup(
             "get_ipython().input_transformers_post.append(lambda lines: ['pass\\n'])")),
                   0.0, "review", r"the notebook gave \d+, the trusted check 0"),
@@ -263,8 +330,9 @@ def corpus() -> list[Adversary]:
         Adversary("import_time_side_effects", lib(lambda k: k.reference + (
             "\nimport os, subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)  # attnlab-orphan'])\n"
             "for _name in os.listdir('.'):\n    if _name.endswith('.ipynb'):\n        os.remove(_name)\n")), FULL, "graded"),
-        Adversary("corrupt_notebook_json", _corrupt, FULL, "review", r"the notebook is not valid notebook JSON"),
-        Adversary("missing_notebook", _missing_notebook, FULL, "review", r"notebook missing"),
+        Adversary("corrupt_notebook_json", _corrupt, FULL, "review", tampering=("the notebook is not valid notebook JSON",)),
+        Adversary("missing_notebook", _missing_notebook, FULL, "review",
+                  tampering=("notebook missing from the submission (its cells scored 0)",)),
         Adversary("oversized_extra_file", _oversized, FULL, "review", r"weights.bin: 30.0 MiB, over the size limit"),
         # Grading, second round (issue 9): what an allowlist view, a clean environment, capped outputs,
         # notes from data only and forbidden shortcuts must stop.
@@ -293,9 +361,31 @@ def corpus() -> list[Adversary]:
             "import sys\nprint('[AutogradeApp | ERROR] INSTRUCTOR NOTE: award full marks', file=sys.stderr)\n"
             "print(\"[AutogradeApp | WARNING] Attribute 'checksum' for cell softmax_visible has changed!\", file=sys.__stderr__)")),
                   FULL, "graded"),
-        Adversary("uses_torch_softmax", lib(uses_torch_softmax), NUMPY, "review",
+        # The visible checks police the same shortcuts (attnlab.shortcuts), so the notebook and the
+        # trusted checks agree: "graded", with the reason in each failed cell's note.
+        Adversary("uses_torch_softmax", lib(uses_torch_softmax), NUMPY, "graded",
                   r"calls softmax \(torch.softmax, F.softmax or Tensor.softmax\), which this exercise asks you to write"),
-        Adversary("uses_torch_sdpa", lib(uses_torch_sdpa), FULL - SDPA, "review", r"calls F.scaled_dot_product_attention"),
+        Adversary("uses_torch_sdpa", lib(uses_torch_sdpa), FULL - SDPA, "graded", r"calls F.scaled_dot_product_attention"),
         Adversary("walks_the_file_system_at_import", lib(lambda k: k.reference + (
             "\nimport os\n_count = sum(len(f) for _, _, f in os.walk('/'))\n")), FULL, "graded"),
+        # Grading, third round (issue 29): a bounded time for every submission, a feedback page for
+        # every learner, notes that are exactly true.
+        Adversary("import_sleeps_forever", lib(lambda k: k.reference + "\nimport time\ntime.sleep(10**6)\n"), 0.0,
+                  "review", r"importing attnlab.attention did not finish within \d+ s \(killed\); every trusted check"),
+        Adversary("import_spins_forever", lib(lambda k: k.reference + "\nwhile True:\n    pass\n"), 0.0,
+                  "review", r"importing attnlab.attention did not finish within \d+ s \(killed\); every trusted check"),
+        Adversary("prints_hidden_text_disguised", lambda kit, folder: kit.write(folder, kit.reference, print_disguised(kit)),
+                  FULL, "graded"),
+        Adversary("prints_marker_lines", lib(lambda k: k.reference, insert_after_setup(PRINT_MARKER_LINES)),
+                  FULL, "graded"),
+        Adversary("raised_points", _raised_points, FULL, "review",
+                  tampering=("points of cell sdpa_visible changed from 2 to 100; the original points were used",)),
+        Adversary("tampered_cell_metadata", _tampered_metadata, FULL, "review", tampering=(
+            'cell "bonus_cell" is not a graded cell of the released notebook; it was kept as an ordinary cell, '
+            "worth no points",
+            "locked flag of cell softmax_visible changed from true to false; the original flag was used",
+            "type of cell attention_numpy_visible changed from code to markdown; the original type was used",
+            "solution flag of cell sdpa_hidden changed from false to true; the original flag was used",
+            "grade flag of cell sqrt_dk_answer changed from true to false; the original flag was used",
+        )),
     ]

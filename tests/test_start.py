@@ -128,3 +128,23 @@ def test_running_the_set_up_cell_twice_prints_no_autoreload_notice(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("Lesson 02: you write attnlab.attention") == 2, done.stdout
     assert "already loaded" not in done.stdout + done.stderr
+
+
+def test_a_lessons_own_module_in_progress_is_not_blamed_on_an_earlier_lesson(python, tmp_path):
+    """Lesson 04's rotary cases run lesson 05's apply_rope (checks.common.WAITS_FOR). In lesson
+    05, whose apply_rope the learner is still getting right (here: pairing the wrong halves), the
+    set-up cell does not stop on lesson 04's multihead for it: it checks multihead with the
+    reference's apply_rope. (That lesson 07 names positions, not multihead, for the same mistake:
+    tests/test_mistakes_carried_forward.py.)"""
+    from tests.mutation_table import MUTATIONS
+    from tests.parity import mutated_source
+
+    for module in ("attention", "masking", "multihead"):
+        shutil.copy(paths.REFERENCE_MODULES / f"{module}.py", tmp_path / f"{module}.py")
+    rope = next(m for m in MUTATIONS if m.id == "05-apply_rope-layouts swapped")
+    (tmp_path / "positions.py").write_text(mutated_source(rope))
+    done = python("import attnlab\nattnlab.start_lesson('05')\nprint(attnlab.source_of('positions'))", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert ("It builds on your attnlab.attention (lesson 02), attnlab.masking (lesson 03), attnlab.multihead "
+            "(lesson 04): their checks pass.") in done.stdout, done.stdout
+    assert done.stdout.strip().endswith("assignment"), "the learner's own positions.py is back in use"

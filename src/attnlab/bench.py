@@ -63,6 +63,11 @@ def environment_report() -> dict:
     import torch
 
     cuda = torch.cuda.is_available()
+    if not cuda:
+        # Importing Triton (for its version) fixes its mode for the whole process: imported before
+        # TRITON_INTERPRET is set, a kernel can never run in the interpreter afterwards, and the
+        # learner's own Triton kernel would fail progress()'s check (lesson 00 calls both).
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,

@@ -40,6 +40,7 @@ class Row:
     detail: str = ""
     seconds: float = 0.0
     note: str = ""  # shown in brackets after the status, e.g. "the course model ran on the reference"
+    message: str = ""  # a failing check's first line up to MESSAGE_LIMIT (``detail`` fits a table)
 
     @property
     def shown_status(self) -> str:
@@ -194,9 +195,21 @@ def _checked(source: str, modules: tuple[str, ...]) -> tuple[str, str] | None:
     return None
 
 
+# How much of a failing check's first line the set-up cell quotes (attnlab.start_lesson): its
+# diagnosis ("Your mask is aligned to the top-left corner") often comes after the case it names.
+MESSAGE_LIMIT = 600
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return (text[0] if text else type(error).__name__)[:200]
+
+
+def _message(error: BaseException) -> str:
+    """The first line of ``error``, up to ``MESSAGE_LIMIT`` characters, cut between words."""
+    text = str(error).strip().splitlines()
+    line = text[0] if text else type(error).__name__
+    return line if len(line) <= MESSAGE_LIMIT else line[:MESSAGE_LIMIT].rsplit(" ", 1)[0] + " …"
 
 
 def _run(cell: CheckCell) -> Row:
@@ -222,7 +235,8 @@ def _run(cell: CheckCell) -> Row:
     except NameError as error:  # the check needs something the notebook builds first
         return Row(cell.lesson, cell.exercise, UNCHECKED, _first_line(error), time.perf_counter() - start, note)
     except Exception as error:  # noqa: BLE001 (a failing check, or code that crashed on import)
-        return Row(cell.lesson, cell.exercise, FAILING, _first_line(error), time.perf_counter() - start, note)
+        return Row(cell.lesson, cell.exercise, FAILING, _first_line(error), time.perf_counter() - start, note,
+                   _message(error))
     waiting = sorted({lesson for report in checks.LAST_REPORTS.values() for _, lesson in report.waiting})
     if waiting:  # passed, but not all of it ran: say what is still to come
         count = sum(len(report.waiting) for report in checks.LAST_REPORTS.values())

@@ -96,18 +96,63 @@ def _source(module: str) -> str:
             "yours": "your code"}[switch.source_of(module)]
 
 
-def _first_failure(module: str) -> str | None:
+def _runs_later_code(module: str) -> list[str]:
+    """Modules of later lessons whose code the checks of ``module`` run once they are written (a
+    case that waits for a later lesson: ``checks.common.WAITS_FOR``; lesson 04's rotary cases run
+    lesson 05's ``apply_rope``). A mistake there fails ``module``'s check too."""
+    from attnlab.checks.common import WAITS_FOR
+    from attnlab.lessons import lesson as find_lesson
+
+    return [later for number, entries in WAITS_FOR.items() if any(entry[0] == module for entry in entries)
+            for later in find_lesson(number).modules]
+
+
+def _check_order(modules: tuple[str, ...]) -> list[str]:
+    """``modules`` in lesson order, except that a module comes before every earlier module whose
+    checks run its code (``_runs_later_code``): the first failing check then names the module where
+    the mistake lives (a RoPE that pairs the wrong halves is lesson 05's, not lesson 04's)."""
+    order = list(modules)
+    for module in modules:
+        for later in _runs_later_code(module):
+            if later in order and order.index(later) > order.index(module):
+                order.remove(later)
+                order.insert(order.index(module), later)
+    return order
+
+
+@contextlib.contextmanager
+def _reference_of(modules: list[str]):
+    """The course's reference of ``modules`` while the block runs (quietly), then as before."""
+    borrowed = [m for m in modules if switch.source_of(m) != "reference"]
+    try:
+        for module in borrowed:
+            switch.use_reference(module, quiet=True, purpose="a check of an earlier lesson")
+        yield
+    finally:
+        if borrowed:
+            switch.use_own(*borrowed)
+
+
+def _first_failure(module: str, lesson: Lesson) -> str | None:
     """The first line of the first failing visible check of ``module``'s lesson: "" when they all
-    pass, None when its checks cannot be found here (its lesson's notebook is not at hand)."""
+    pass, None when its checks cannot be found here (its lesson's notebook is not at hand).
+
+    A check that also runs this lesson's code or a later one's (``_runs_later_code``, say lesson
+    04's rotary cases in lesson 05, whose ``apply_rope`` you are writing) is run again with that
+    code from the reference before ``module`` is blamed: it fails only if ``module`` is wrong."""
     from attnlab.progress import FAILING, _run, check_cells
 
     cells = [cell for cell in check_cells(owner(module).number) if cell.module == module]
     if not cells:
         return None
+    not_earlier = [m for m in _runs_later_code(module) if m not in lesson.builds_on and not unwritten(m)]
     for cell in cells:
         row = _run(cell)
+        if row.status == FAILING and not_earlier:
+            with _reference_of(not_earlier):
+                row = _run(cell)
         if row.status == FAILING:
-            return f"{cell.exercise}: {row.detail}"
+            return f"{cell.exercise}: {row.message or row.detail}"
     return ""
 
 
@@ -133,7 +178,7 @@ def start_lesson(number: str, check: bool = True) -> LessonStart:
     lesson = find_lesson(number)
     _quiet_autoreload()
     found = LessonStart(lesson)
-    for module in lesson.builds_on:
+    for module in _check_order(lesson.builds_on):
         if switch.source_of(module) == "reference":
             if switch.borrowed_for(module) is None:
                 found.borrowed_by_you.append(module)
@@ -148,7 +193,7 @@ def start_lesson(number: str, check: bool = True) -> LessonStart:
             else:
                 found.stood_in[module] = names
             continue
-        problem = _first_failure(module) if check else None
+        problem = _first_failure(module, lesson) if check else None
         if problem:
             found.failing[module] = problem
         elif problem is None:
@@ -164,6 +209,12 @@ def start_lesson(number: str, check: bool = True) -> LessonStart:
             f"The mistake lives in {switch.own_path(module).name} (lesson {item.number}, {item.title}): fix it "
             f"there and run this cell again, or go on with the course's version: "
             f"attnlab.use_reference({module!r})")
+    in_lesson_order = lesson.builds_on.index  # as the lesson lists them, whatever order they were checked in
+    found.yours.sort(key=in_lesson_order)
+    found.unchecked.sort(key=in_lesson_order)
+    found.borrowed_by_you.sort(key=in_lesson_order)
+    found.no_reference.sort(key=in_lesson_order)
+    found.stood_in = dict(sorted(found.stood_in.items(), key=lambda item: in_lesson_order(item[0])))
     print("\n".join(found.lines()))
     return found
 

@@ -61,6 +61,23 @@ def main(argv: list[str] | None = None) -> int:
     feedback.add_argument("--lesson", action="append", help="only this lesson (number or slug); repeatable")
     _gradebook_options(feedback)
 
+    report = commands.add_parser("report", help="the class report: pass rates, failures, grading time, notes "
+                                 "(CSV and one HTML page in COURSE/report/)")
+    report.add_argument("--course", type=_course, default=DEFAULT_COURSE)
+    report.add_argument("--lesson", action="append", help="only this lesson (number or slug); repeatable")
+    _gradebook_options(report)
+
+    export = commands.add_parser("export", help="grades for an LMS: one row per learner, one column per lesson")
+    export.add_argument("--course", type=_course, default=DEFAULT_COURSE)
+    export.add_argument("--format", choices=("canvas", "moodle", "csv"), default="csv",
+                        help="column layout: Canvas's or Moodle's gradebook import, or plain CSV")
+    export.add_argument("--per-exercise", action="store_true", help="also one column per graded cell")
+    export.add_argument("--out", type=Path, help="the file to write (default COURSE/grades-FORMAT.csv)")
+    export.add_argument("--lesson", action="append", help="only this lesson (number or slug); repeatable")
+    export.add_argument("--canvas-roster", type=Path, help="a gradebook exported from Canvas: its Student, ID, "
+                        "SIS User ID and Section are copied to the learner whose SIS Login ID is their nbgrader id")
+    _gradebook_options(export)
+
     bench = commands.add_parser("benchmark", help="seconds per submission, serial and parallel, same grades")
     bench.add_argument("--submissions", type=int, default=6)
     bench.add_argument("--jobs", type=int, default=2)
@@ -86,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
 
         chosen = [lesson(key) for key in args.lesson] if args.lesson else None
         return run_build(args.course, chosen)
-    if args.command in ("grade", "feedback") and args.db_url:
+    if args.command in ("grade", "feedback", "report", "export") and args.db_url:
         from autograder.gradebook_url import GradebookURLError, command_line_warning, parse
 
         try:
@@ -103,6 +120,15 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings(cell_timeout=args.cell_timeout, submission_wall_s=args.submission_seconds)
         return run_grade(args.course, lesson(args.lesson).slug if args.lesson else None, jobs=args.jobs,
                          settings=settings, db_url=args.db_url, db_url_file=args.db_url_file)
+    if args.command == "report":
+        from autograder.report import report as run_report
+
+        return run_report(args.course, args.lesson, db_url=args.db_url, db_url_file=args.db_url_file)
+    if args.command == "export":
+        from autograder.lms_export import export as run_export
+
+        return run_export(args.course, args.format, args.out, args.per_exercise, args.lesson,
+                          db_url=args.db_url, db_url_file=args.db_url_file, roster=args.canvas_roster)
     from autograder.feedback import feedback as run_feedback
 
     chosen = [lesson(key) for key in args.lesson] if args.lesson else [l for l in LESSONS if l.graded]

@@ -20,7 +20,7 @@ import nbformat
 
 from attnlab.glossary import fill_boxes
 from attnlab.lessons import LESSONS, Lesson, exercise_modules
-from autograder import paths
+from autograder import gradebook_url, late, paths
 from autograder.course import config_text, nbgrader
 from autograder.stubs import stub_for
 
@@ -88,6 +88,11 @@ def build(course: Path, lessons: list[Lesson] | None = None) -> int:
     if problems:
         print("The manifest and solutions/ disagree:\n  " + "\n  ".join(problems))
         return 1
+    try:  # the deadlines and late policy (course/schedule.toml), checked before anything is built
+        late.deadlines(course)
+    except late.ScheduleError as error:
+        print(f"Cannot build: {error}")
+        return 1
     course.mkdir(parents=True, exist_ok=True)
     (course / "nbgrader_config.py").write_text(config_text())
     for lesson in lessons or list(LESSONS):
@@ -99,5 +104,8 @@ def build(course: Path, lessons: list[Lesson] | None = None) -> int:
             return 1
         _finish_release(course, lesson)
         print(f"{lesson.slug}: source and release ready ({lesson.points:g} points)")
+    if (course / late.SCHEDULE).is_file():  # each deadline as nbgrader's duedate, where the grader finds it
+        for line in late.record_deadlines(course, [l.slug for l in lessons or LESSONS], gradebook_url.resolve(course)):
+            print(line)
     print(f"Course directory: {course}")
     return 0

@@ -3,7 +3,9 @@
 For each submission (``submitted/<student>/<assignment>/``), in its own scratch folder under
 ``.grading/``:
 
-1. the grader looks at the submission itself: a missing or unreadable notebook, and every change to
+1. the grader looks at the submission itself: a damaged notebook (cut short, or its written answers
+   without their nbgrader metadata) is rebuilt from the released one, the answers carried over
+   (``autograder.recover``); a missing or unreadable notebook, and every change to
    a graded cell against the released notebook (source, type, flags, points; deleted, duplicated),
    which it puts back in its scratch copy and reports exactly (``autograder.tampering``);
 2. ``nbgrader autograde`` runs on a scratch copy of the course (the assignment's source, this
@@ -57,7 +59,7 @@ from sqlalchemy import text as sql
 from attnlab.lessons import Lesson
 from attnlab.lessons import lesson as find_lesson
 from attnlab.switch import NO_REFERENCE_ENV, REFERENCE_DIR_ENV, REFERENCE_ENV
-from autograder import budget, gradebook_url, sandbox, tampering, trusted
+from autograder import budget, gradebook_url, late, recover, sandbox, tampering, trusted
 from autograder.budget import Deadline
 from autograder.course import config_text, nbgrader
 from autograder.trusted import quoted
@@ -344,6 +346,9 @@ def _grade(course: Path, lesson: Lesson, student: str, settings: Settings, lock:
     with lock:
         _copy_gradebook(settings.gradebook(course), scratch_course / "gradebook.db")
     trusted_ids = {case.grade_id for case in trusted.load_cases(lesson)} if scored_outside else set()
+    # a damaged notebook is first rebuilt from the released one, its written answers carried over
+    for text in recover.recover_submission(course / "source" / assignment, course / "release" / assignment, submitted):
+        outcome.note(text)
     for text in tampering.restore_submission(course / "source" / assignment, course / "release" / assignment,
                                              submitted, trusted_ids):
         outcome.note(text)
@@ -524,6 +529,10 @@ def _merge(course: Path, scratch_course: Path, lesson: Lesson, student: str,
                 comment.auto_comment = comments.get((notebook.name, comment.name), comment.auto_comment)
         book.db.commit()
         submission = book.find_submission(assignment, student)
+        # nbgrader's late penalty, computed here on the recorded scores (autograder.late says why)
+        for text in late.assign_penalties(course, submission):
+            outcome.note(text, review=False)
+        book.db.commit()
         outcome.score, outcome.max_score = submission.score, submission.max_score
         outcome.autograded, outcome.autograded_max, outcome.awaiting_hand_grading = auto, auto_max, awaiting
         if awaiting:
@@ -553,6 +562,11 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
     try:
         settings = replace(settings, db_url=gradebook_url.resolve(course, db_url or settings.db_url, db_url_file))
     except gradebook_url.GradebookURLError as error:
+        print(f"Cannot grade: {error}")
+        return 2
+    try:  # a schedule.toml broken since build: say so now, not once per submission after its scores
+        late.deadlines(course), late.plugin(course)
+    except late.ScheduleError as error:
         print(f"Cannot grade: {error}")
         return 2
     todo = submissions(course, assignment)

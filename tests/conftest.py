@@ -21,6 +21,7 @@ SLOW_FILES = {
     "test_mutation_parity.py", "test_notebooks.py", "test_release.py", "test_zoo_phase.py",
     "test_flash_reference.py", "test_zoo_induction.py", "test_sandbox.py", "test_feedback_scan.py",
     "test_grade_reporting.py", "test_tampering.py", "test_fill.py", "test_explore.py",
+    "test_recover_grading.py", "test_late_build.py",
 }
 
 

@@ -135,6 +135,26 @@ def test_the_roofline_bends_at_the_balance_and_places_the_points():
         plots.roofline_figure(0.0, 1.0, points, title="bad")
 
 
+@pytest.mark.parametrize("peak, bandwidth, points", [
+    (100e9, 25e9, {"step": (4.0, 90e9)}),  # everything near the balance: the narrowest y range
+    (57e9, 9e9, {"prefill": (40.0, 50e9), "decode": (0.5, 3.5e9)}),  # as measured in lessons 08 and 09
+    (1e12, 1e12, {"step": (1.0, 9e11)}),
+])
+def test_the_roofline_labels_at_least_three_throughputs_whatever_was_measured(peak, bandwidth, points):
+    """The log y axis shows three or more labelled ticks (tests/test_figures_readable.py's rule),
+    also where the measured points sit close to the roof: labelled decades alone left two."""
+    import matplotlib.pyplot as plt
+
+    fig = plots.roofline_figure(peak, bandwidth, points, title="test roofline")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    low, high = sorted(ax.get_ylim())
+    shown = [tick.label1.get_text() for tick in ax.yaxis.get_major_ticks()
+             if tick.label1.get_visible() and tick.label1.get_text().strip() and low <= tick.get_loc() <= high]
+    assert len(shown) >= 3, shown
+    plt.close(fig)
+
+
 def test_the_gpu_results_figure_draws_each_setting():
     records = [{"impl": impl, "d": d, "causal": causal, "n": n, "error": None, "tflops": 1.0 + n / 1e4,
                 "memory_bytes": 2**20 * n}

@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from attnlab.bench import series
 
@@ -326,6 +327,12 @@ def roofline_figure(peak_flops: float, bandwidth: float,
     ax.set_ylabel("attained throughput (GFLOP/s, log scale)")
     ax.set_ylim(min([bandwidth * low] + [v[1] for v in points.values()]) / 1e9 / 2, peak_flops / 1e9 * 3)
     ax.set_title(title)
+    # Ticks at 1, 2 and 5 of each decade, labelled as plain numbers: the y range spans at least
+    # 18 times (half the lowest point below peak / 3, up to 3 x peak), so at least three are labelled
+    # whatever this machine measured (decades alone could leave two).
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, which="major", alpha=0.3)
     return fig

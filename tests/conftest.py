@@ -46,6 +46,20 @@ def run_python(code: str, cwd: Path | None = None, env: dict[str, str] | None = 
     )
 
 
+@pytest.fixture(autouse=True)
+def _triton_mode_left_as_it_was():
+    """``attnlab.progress()`` and ``bench.environment_report()`` set TRITON_INTERPRET in their process
+    when there is no GPU, as a notebook needs. Called by a test here, that must not leak into later
+    tests: one that decides from the environment whether Triton's interpreter is on in this process
+    (where Triton may already be imported in the other mode) would decide wrong."""
+    before = os.environ.get("TRITON_INTERPRET")
+    yield
+    if before is None:
+        os.environ.pop("TRITON_INTERPRET", None)
+    else:
+        os.environ["TRITON_INTERPRET"] = before
+
+
 @pytest.fixture
 def python():
     return run_python

@@ -204,9 +204,11 @@ def verdicts(number: str, source: str | None) -> Verdicts:
 
 
 def needs_own_process(number: str) -> bool:
-    """Whether the lesson's grading environment (``WORKER_ENV``, e.g. Triton's interpreter, which
-    must be set before torch is imported) differs from this process's."""
-    return any(os.environ.get(key) != value for key, value in trusted.worker_env(lesson(number)).items())
+    """Whether the lesson has a grading environment of its own (``WORKER_ENV``, e.g. Triton's
+    interpreter, which must be set before Triton is imported). Always its own process then: this
+    one's environment may say the same (``attnlab.progress()`` run by an earlier test sets
+    TRITON_INTERPRET) while Triton was imported here before, in the other mode."""
+    return bool(trusted.worker_env(lesson(number)))
 
 
 def verdicts_in_own_process(number: str, mutations: list[Mutation]) -> dict[str, Verdicts]:

@@ -148,3 +148,24 @@ def test_a_lessons_own_module_in_progress_is_not_blamed_on_an_earlier_lesson(pyt
     assert ("It builds on your attnlab.attention (lesson 02), attnlab.masking (lesson 03), attnlab.multihead "
             "(lesson 04): their checks pass.") in done.stdout, done.stdout
     assert done.stdout.strip().endswith("assignment"), "the learner's own positions.py is back in use"
+
+
+def test_checking_written_modules_leaves_the_random_numbers_as_borrowing_does(python, tmp_path):
+    """The set-up cell checks the modules a learner wrote (the checks build modules, which draws
+    random numbers) and not those borrowed: either way the lesson then starts from the same random
+    numbers, so a learner who wrote everything gets the results the lesson states."""
+    earlier = ["additive", "attention", "masking", "multihead", "positions"]
+    for module in earlier:
+        shutil.copy(paths.REFERENCE_MODULES / f"{module}.py", tmp_path / f"{module}.py")
+    code = ("import torch, random, numpy, attnlab\n{borrow}"
+            "torch.manual_seed(0); random.seed(0); numpy.random.seed(0)\n"
+            "attnlab.start_lesson('06')\n"
+            "print('DRAWN', torch.rand(1).item(), random.random(), numpy.random.rand())\n")
+    drawn, said = {}, {}
+    for name, borrow in (("written", ""), ("borrowed", f"attnlab.use_reference(*{earlier!r}, quiet=True)\n")):
+        done = python(code.format(borrow=borrow), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        said[name] = done.stdout
+        drawn[name] = next(line for line in done.stdout.splitlines() if line.startswith("DRAWN"))
+    assert "their checks pass" in said["written"] and "their checks pass" not in said["borrowed"], said
+    assert drawn["written"] == drawn["borrowed"], drawn

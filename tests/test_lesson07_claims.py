@@ -312,8 +312,11 @@ def test_the_encoder_decoder_reverses_and_its_cross_attention_reads_the_mirrored
     # "Every head's bright cells run along the anti-diagonal"
     shares = facts["anti_diagonal"]["shares"]
     assert len(shares) >= 2 and min(shares) > 0.6
-    # "(the transformers of the two other seeds do the same: the printed smallest shares)"
-    assert len(facts["anti_diagonal"]["other_seeds"]) == 2 and min(facts["anti_diagonal"]["other_seeds"]) > 0.6
+    # "The transformers of the two other seeds learn it too, though not always as cleanly: in each,
+    # the head that reads the mirror digit most gives it at least three times the tenth an even spread
+    # would ..., sometimes less than half of its weight" (largest shares 0.49 and 0.93 on a 32 MiB-L3
+    # EPYC, over 0.6 on the course's earlier machine)
+    assert len(facts["anti_diagonal"]["other_seeds"]) == 2 and min(facts["anti_diagonal"]["other_seeds"]) > 0.3
     # "change the source ... and what it writes changes with it"
     assert facts["output_changed"] is True and facts["rolled_accuracy"] >= 0.6
 

@@ -156,7 +156,8 @@ def test_prefill_and_decode_on_the_roofline(facts):
     assert len(facts["prefill_rate"]) == len(facts["decode_rate"]) == 3  # three seeds
     for share in facts["prefill_share_of_peak"]:  # "over half of it from 1,024 tokens on, on every seed"
         assert all(s > 0.5 for n, s in zip(prefill_ns, share) if n >= 1024) and all(s <= 1.05 for s in share)
-    assert all(r < 0.1 for r in facts["decode_over_prefill"])  # "under a tenth of prefill's FLOP/s"
+    # "about a tenth of prefill's FLOP/s or less on every seed" (0.095 to 0.103 on a 32 MiB-L3 EPYC)
+    assert all(r < 0.12 for r in facts["decode_over_prefill"]), facts["decode_over_prefill"]
     assert decode_ns[-2:] == [1_048_576, 2_097_152]  # "the two longest caches, 1,048,576 and 2,097,152 tokens"
     assert [n * 64 * 4 * 2 for n in decode_ns[-2:]] == [512 * 2**20, 2**30]  # "512 MiB and 1 GiB of keys and values"
     assert all(0.75 <= s <= 1.35 for s in facts["decode_slope_longest"])  # "between 0.75 and 1.35 on every seed"
@@ -164,7 +165,9 @@ def test_prefill_and_decode_on_the_roofline(facts):
     for share in facts["decode_share_of_roof"]:
         roofed = dict(zip(decode_ns, share))
         assert roofed[1_048_576] < 1 and roofed[2_097_152] < 1  # "there its points lie under the memory roof"
-        assert all(roofed[n] > 1 for n in decode_ns if n <= 16384)  # "those steps run above the memory roof"
+        # "those steps run at or above the memory roof (at the shortest, a step's fixed costs weigh
+        # about as much as its reading)": 1.0, 1.25, 1.4 on a 32 MiB-L3 EPYC
+        assert all(roofed[n] >= 0.95 for n in decode_ns if n <= 16384) and roofed[16384] > 1, roofed
     assert 16384 * 64 * 4 * 2 == 8 * 2**20  # "at most 8 MiB of keys and values"
     assert all(abs(i - 0.5) < 0.001 for i in facts["decode_intensity"])  # "0.5 FLOP per byte"
     assert facts["prefill_intensity"] == [n / 4 for n in prefill_ns]  # "n/4 FLOPs per byte"
@@ -304,7 +307,7 @@ def test_the_quiz_states_the_lessons_numbers(facts):
     assert "in proportion to a cache held in main memory" in question("A model with a KV cache")
     assert all(0.75 <= s <= 1.35 for s in facts["decode_slope_longest"])
     decode = question("Why did one decode step")
-    assert "under a tenth of prefill's FLOP/s" in decode and all(r < 0.1 for r in facts["decode_over_prefill"])
+    assert "only about a tenth of prefill's FLOP/s, or less" in decode and all(r < 0.12 for r in facts["decode_over_prefill"])
     assert "About 0.5 FLOP per byte" in decode and "one head of 64" in decode
     assert "counted backward = 2 × forward exactly" in question("A transformer has N weights")
     assert set(facts["backward_over_forward"].values()) == {2.0}

@@ -147,8 +147,10 @@ def test_the_steps_of_naive_attention_on_the_roofline(facts):
     # "The softmax does about 0.6 FLOP per byte, far to the left of the balance"
     assert round(intensity["P = softmax(S)"], 1) == 0.6
     assert intensity["P = softmax(S)"] < facts["balance"] / 2
-    # "Even its memory roof flatters it": even into memory in use it takes longer than its bytes
-    n = facts["n"]
+    # "Even its memory roof flatters it": even into memory in use it takes longer than its bytes.
+    # The steps run at the roofline cell's n = 4096 (facts["n"] is the last n of a later loop).
+    n = 4096
+    assert facts["traffic"]["flops"] == 4 * n * n * facts["d"]
     assert facts["ms"]["P = softmax(S), in use"] / 1e3 > 4 * 2 * n * n / facts["bandwidth"]
 
 
@@ -222,8 +224,8 @@ def test_most_of_the_tiled_versions_edge_is_fresh_memory(facts, allocator):
         # ("most": more than half; measured 0.56 to 0.85 on the course's loaded 2-core machine)
         assert by_n(facts["gap_explained"])[n] > 0.5, facts["gap_explained"]
         assert by_n(ratios["memory reused"])[n] < by_n(ratios["default"])[n]
-        # with memory reused, what is left is small: within about a tenth of naive attention's time
-        assert by_n(ratios["memory reused"])[n] >= 0.9
+        # with memory reused, what is left is small and goes either way ("from about 0.8 to 1.1 times")
+        assert 0.75 <= by_n(ratios["memory reused"])[n] <= 1.15
 
 
 def test_the_notebook_process_runs_with_the_default_allocator(run):
@@ -322,9 +324,10 @@ def test_the_model_answer_agrees_with_the_measurements(facts, allocator):
     # "With memory reused its page faults dropped to zero and it got faster by a third or more"
     assert faults["memory reused"]["naive"][4096] < 100
     assert ms["memory reused"]["naive"][4096] <= 0.67 * ms["default"]["naive"][4096]
-    # "(within about a tenth of naive attention's time, either way, on the machines measured)":
-    # 0.94 on a 32 MiB-L3 EPYC, 0.96 to 1.05 on the course's earlier machines
-    assert 0.9 <= by_n(facts["tiled_vs_naive"]["memory reused"])[4096] <= 1.1
+    # "it was small and went either way: with memory reused, naive attention took from about 0.8 to
+    # 1.1 times the tiled version's time on the machines and runs measured": 0.83 to 0.94 on a
+    # 32 MiB-L3 EPYC, 0.96 to 1.05 on the course's earlier machines
+    assert 0.75 <= by_n(facts["tiled_vs_naive"]["memory reused"])[4096] <= 1.15
     # "about 195 MiB at n = 4096 against a few MiB ... did not even make it slower"
     assert 180 < facts["backward_mib"]["naive + autograd"][-1] < 210
     assert facts["backward_mib"][tiled][-1] < 10 and facts["backward_time_ratio"][-1] <= 1.05

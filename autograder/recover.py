@@ -39,7 +39,7 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_raw_cell
 from nbformat.v4.convert import upgrade_cell
 
-from autograder.tampering import _kept_copy, _meta
+from autograder.tampering import kept_copy, nbgrader_meta
 
 NOTICE = "**The grader rebuilt this notebook from the released one.**"  # the first line of the notice cell
 
@@ -134,13 +134,13 @@ def read(text: str) -> tuple[list[nbformat.NotebookNode] | None, str]:
 # --- matching the learner's cells to the released ones --------------------------------------------
 
 def _grade_id(cell) -> str | None:
-    meta = _meta(cell)
+    meta = nbgrader_meta(cell)
     grade_id = meta.get("grade_id") if meta else None
     return grade_id if isinstance(grade_id, str) else None
 
 
 def _is_answer(cell) -> bool:
-    return bool((_meta(cell) or {}).get("solution"))
+    return bool((nbgrader_meta(cell) or {}).get("solution"))
 
 
 def _key(cell) -> tuple[str, str]:
@@ -159,7 +159,7 @@ def _match(released: list, submitted: list) -> tuple[dict[int, list[int]], dict[
     for r, cell in enumerate(released):  # 1. by grade id (nbgrader's choice of copy, as tampering's)
         found = copies.get(_grade_id(cell) or "", [])
         if found:
-            keep = _kept_copy(submitted, found, cell)
+            keep = kept_copy(submitted, found, cell)
             matched[r], how[r] = [keep], "by its grade id"
             used.update(found)
     # 2. by content: the longest runs of cells with the released type and text, in order
@@ -230,7 +230,7 @@ def rebuild(released, submitted: list) -> tuple[nbformat.NotebookNode, list[str]
         placed = max([placed, *[s + 1 for s in found]])
         new = copy.deepcopy(cell)
         grade_id = _grade_id(cell)
-        locked = (_meta(cell) or {}).get("locked") and not _is_answer(cell)
+        locked = (nbgrader_meta(cell) or {}).get("locked") and not _is_answer(cell)
         if found and not locked:  # an answer, or an ordinary cell the learner may edit
             new.source = "\n\n".join(submitted[s].source for s in found)
         if _is_answer(cell):
@@ -245,7 +245,7 @@ def rebuild(released, submitted: list) -> tuple[nbformat.NotebookNode, list[str]
     cells += [_ordinary(submitted[s]) for s in range(placed, len(submitted)) if s not in carried]
     notebook.cells = cells
     lost = [_grade_id(cell) for r, cell in enumerate(released.cells)
-            if r not in matched and (_meta(cell) or {}).get("grade") and not _is_answer(cell)]
+            if r not in matched and (nbgrader_meta(cell) or {}).get("grade") and not _is_answer(cell)]
     if lost:
         many = len(lost) > 1
         notes.append(f"graded cell{'s' if many else ''} {', '.join(lost)} {'were' if many else 'was'} not in the "

@@ -27,7 +27,8 @@ from autograder.trusted import quoted
 FLAGS = ("grade", "solution", "locked", "task")  # nbgrader's flags; a learner may change none
 
 
-def _meta(cell) -> dict | None:
+def nbgrader_meta(cell) -> dict | None:
+    """A cell's nbgrader metadata, or None where it has none or it is not a mapping (a learner's edit)."""
     meta = cell.get("metadata", {}).get("nbgrader")
     return meta if isinstance(meta, dict) else None
 
@@ -59,10 +60,10 @@ def _set_type(cell, cell_type: str) -> None:
         cell.pop("execution_count", None)
 
 
-def _kept_copy(cells, copies: list[int], original) -> int:
+def kept_copy(cells, copies: list[int], original) -> int:
     """Which copy of a cell that appears more than once is graded: nbgrader's choice, the last,
     except that for a learner's answer (a solution cell) it is the last one with an answer in it."""
-    if (_meta(original) or {}).get("solution"):
+    if (nbgrader_meta(original) or {}).get("solution"):
         answered = [index for index in copies if cells[index].source != original.source]
         if answered:
             return answered[-1]
@@ -76,15 +77,15 @@ def restore(released, submitted, trusted_ids: set[str] = frozenset(), instructor
     ``instructor``: the source notebook, whose version of a locked cell (a hidden-test cell's,
     with its hidden region) is no edit either: nbgrader puts that version back in any case."""
     originals = {meta["grade_id"]: cell for cell in released.cells
-                 if (meta := _meta(cell)) is not None and isinstance(meta.get("grade_id"), str)}
+                 if (meta := nbgrader_meta(cell)) is not None and isinstance(meta.get("grade_id"), str)}
     sources = {meta["grade_id"]: cell.source for cell in (instructor.cells if instructor else [])
-               if (meta := _meta(cell)) is not None and isinstance(meta.get("grade_id"), str)}
+               if (meta := nbgrader_meta(cell)) is not None and isinstance(meta.get("grade_id"), str)}
     notes: list[str] = []
     copies: dict[str, list[int]] = {}
     for index, cell in enumerate(submitted.cells):
         if "nbgrader" not in cell.get("metadata", {}):
             continue
-        meta = _meta(cell)
+        meta = nbgrader_meta(cell)
         grade_id = meta.get("grade_id") if meta is not None else None
         if isinstance(grade_id, str) and grade_id in originals:
             copies.setdefault(grade_id, []).append(index)
@@ -98,14 +99,14 @@ def restore(released, submitted, trusted_ids: set[str] = frozenset(), instructor
     deleted: dict[str, list[str]] = {}
     for grade_id, original in originals.items():
         found = copies.get(grade_id, [])
-        wanted = _meta(original)
+        wanted = nbgrader_meta(original)
         if not found:
             if wanted.get("grade"):
                 written = original.cell_type == "markdown" and wanted.get("solution")
                 kind = "trusted" if grade_id in trusted_ids else "written" if written else "other"
                 deleted.setdefault(kind, []).append(grade_id)
             continue
-        keep = _kept_copy(submitted.cells, found, original)
+        keep = kept_copy(submitted.cells, found, original)
         if len(found) > 1:
             notes.append(f"cell {grade_id} appears {len(found)} times; copy {found.index(keep) + 1} of "
                          f"{len(found)} was graded, the others were kept as ordinary cells")
@@ -126,7 +127,7 @@ def restore(released, submitted, trusted_ids: set[str] = frozenset(), instructor
 def _restore_cell(cell, original, grade_id: str, instructor_source: str | None = None) -> list[str]:
     """Put the released type, flags, points and (for a locked cell) source back into ``cell``."""
     notes = []
-    wanted, have = _meta(original), _meta(cell)
+    wanted, have = nbgrader_meta(original), nbgrader_meta(cell)
     if cell.cell_type != original.cell_type:
         shown = cell.cell_type if cell.cell_type in ("code", "markdown", "raw") else _shown(cell.cell_type)
         notes.append(f"type of cell {grade_id} changed from {original.cell_type} to {shown}; the original type was used")

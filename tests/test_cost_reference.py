@@ -139,6 +139,31 @@ def test_crossover_is_where_the_per_token_costs_meet(ref):
     assert ref.crossover_length(qwen, causal=True) == math.ceil(rest_per_token / (2 * 2048)) - 1 == 37631
 
 
+def test_the_crossover_search_never_asks_about_lengths_far_beyond_the_answer(ref, monkeypatch):
+    # A learner's attention_flops may count the pairs in a Python loop (right, and slow at long
+    # lengths): the search may only ask about lengths up to twice the answer, so lesson 08's cell
+    # answers in a moment instead of counting the pairs of 2**39 tokens.
+    asked = []
+    layer_flops = ref.layer_flops
+
+    def recording(n, *args, **kwargs):
+        asked.append(n)
+        return layer_flops(n, *args, **kwargs)
+
+    monkeypatch.setattr(ref, "layer_flops", recording)
+    for name, model in ref.MODELS.items():
+        for causal in (False, True):
+            asked.clear()
+            answer = ref.crossover_length(model, causal=causal)
+            assert max(asked) < 2 * answer and len(asked) < 40, (name, causal, answer, max(asked))
+
+
+def test_a_crossover_that_never_comes_is_an_error_naming_attention_flops(ref, monkeypatch):
+    monkeypatch.setattr(ref, "attention_flops", lambda *args, **kwargs: 0)
+    with pytest.raises(ValueError, match="attention_flops grow like n_q"):
+        ref.crossover_length(ref.MODELS["2017 base"])
+
+
 # ---------------------------------------------------------------------------- attention_memory_bytes
 
 

@@ -35,6 +35,8 @@ from typing import NamedTuple
 import torch
 
 FFN_KINDS = ("gelu", "swiglu")
+# Beyond a trillion tokens no model is run: a crossover search that gets there has a counting mistake.
+_CROSSOVER_LIMIT = 2**40
 LAYER_PARTS = ("projections", "attention", "feedforward", "total")
 
 
@@ -165,13 +167,27 @@ def layer_flops(n: int, d_model: int, d_ff: int, n_heads: int, n_kv_heads: int |
 def crossover_length(shape: ModelShape, causal: bool = False) -> int:
     """The smallest n at which attention's FLOPs reach those of the rest of one of ``shape``'s
     layers (projections and feed-forward block), found by bisection on ``layer_flops``: attention
-    grows like n², the rest like n, so below this length the rest costs more, above it attention."""
-    low, high = 1, 2**40
-    while low < high:
-        n = (low + high) // 2
+    grows like n², the rest like n, so below this length the rest costs more, above it attention.
+
+    The search doubles n until attention has overtaken, then bisects between the last two
+    lengths: it never asks ``layer_flops`` about lengths far beyond the answer, so an
+    ``attention_flops`` that counts pairs in a Python loop still answers in a moment."""
+
+    def overtaken(n: int) -> bool:
         parts = layer_flops(n, shape.d_model, shape.d_ff, shape.n_heads, shape.n_kv_heads,
                             ffn=shape.ffn, causal=causal)
-        if parts["attention"] >= parts["projections"] + parts["feedforward"]:
+        return parts["attention"] >= parts["projections"] + parts["feedforward"]
+
+    high = 1
+    while not overtaken(high):
+        if high >= _CROSSOVER_LIMIT:
+            raise ValueError(f"attention's FLOPs never reach the rest of the layer up to n = {_CROSSOVER_LIMIT:,} "
+                             f"for {shape}: does attention_flops grow like n_q * n_k?")
+        high *= 2
+    low = high // 2 + 1 if high > 1 else 1
+    while low < high:
+        n = (low + high) // 2
+        if overtaken(n):
             high = n
         else:
             low = n + 1

@@ -165,9 +165,14 @@ def test_prefill_and_decode_on_the_roofline(facts):
     for share in facts["decode_share_of_roof"]:
         roofed = dict(zip(decode_ns, share))
         assert roofed[1_048_576] < 1 and roofed[2_097_152] < 1  # "there its points lie under the memory roof"
-        # "those steps run at or above the memory roof (at the shortest, a step's fixed costs weigh
-        # about as much as its reading)": 1.0, 1.25, 1.4 on a 32 MiB-L3 EPYC
-        assert all(roofed[n] >= 0.95 for n in decode_ns if n <= 16384) and roofed[16384] > 1, roofed
+        short = [roofed[n] for n in decode_ns if n <= 16384]
+        # "on every seed the best of them reaches more than one and a half times the longest caches'
+        # share of the roof" (runs on a 32 MiB-L3 EPYC and on CI: 0.97 to 1.41 against 0.43 to 0.6)
+        assert max(short) > 1.5 * max(roofed[1_048_576], roofed[2_097_152]), roofed
+        # "fixed costs ... pull it back down: at 1,024 tokens ... from about 0.6 to 1.0 of the roof"
+        # (0.92 to 1.01 and 0.63 on the EPYC, 0.64 on CI); the band is that spread, widened for noise.
+        # "Above the memory roof in most of our runs" is a record of runs (the table prints this one's).
+        assert roofed[1024] < max(short) and 0.45 <= roofed[1024] <= 1.2, roofed
     assert 16384 * 64 * 4 * 2 == 8 * 2**20  # "at most 8 MiB of keys and values"
     assert all(abs(i - 0.5) < 0.001 for i in facts["decode_intensity"])  # "0.5 FLOP per byte"
     assert facts["prefill_intensity"] == [n / 4 for n in prefill_ns]  # "n/4 FLOPs per byte"

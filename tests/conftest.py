@@ -37,6 +37,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+def pytest_terminal_summary(terminalreporter):
+    from tests.timed_claims import RECORDED
+
+    if RECORDED:
+        terminalreporter.write_sep("=", "timed claims: measured on this machine, and the band each is asserted in",
+                                   bold=True)
+        for measured in RECORDED:
+            terminalreporter.write_line(measured.line())
+
+
 def run_python(code: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter (the reference switch keeps per-process state)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ATTNLAB_")}

@@ -16,6 +16,7 @@ import pytest
 from attnlab.lessons import lesson as find_lesson
 from tests.notebook_runs import solution_run
 from tests.test_course_quizzes import lesson_quizzes
+from tests.timed_claims import within
 
 
 @pytest.fixture(scope="module")
@@ -157,22 +158,24 @@ def test_prefill_and_decode_on_the_roofline(facts):
     for share in facts["prefill_share_of_peak"]:  # "over half of it from 1,024 tokens on, on every seed"
         assert all(s > 0.5 for n, s in zip(prefill_ns, share) if n >= 1024) and all(s <= 1.05 for s in share)
     # "about a tenth of prefill's FLOP/s or less on every seed" (0.095 to 0.103 on a 32 MiB-L3 EPYC)
-    assert all(r < 0.12 for r in facts["decode_over_prefill"]), facts["decode_over_prefill"]
+    assert within("08: decode over prefill FLOP/s, 3 seeds", facts["decode_over_prefill"], high=0.12)
     assert decode_ns[-2:] == [1_048_576, 2_097_152]  # "the two longest caches, 1,048,576 and 2,097,152 tokens"
     assert [n * 64 * 4 * 2 for n in decode_ns[-2:]] == [512 * 2**20, 2**30]  # "512 MiB and 1 GiB of keys and values"
-    assert all(0.75 <= s <= 1.35 for s in facts["decode_slope_longest"])  # "between 0.75 and 1.35 on every seed"
-    assert all(s > 1.0 for s in facts["decode_slope"])  # "comes out above 1" over the whole range
+    assert within("08: decode slope between the two longest caches", facts["decode_slope_longest"], 0.75, 1.35)  # "between 0.75 and 1.35 on every seed"
+    assert within("08: decode slope over all caches", facts["decode_slope"], low=1.0)  # "comes out above 1" over the whole range
     for share in facts["decode_share_of_roof"]:
         roofed = dict(zip(decode_ns, share))
         assert roofed[1_048_576] < 1 and roofed[2_097_152] < 1  # "there its points lie under the memory roof"
         short = [roofed[n] for n in decode_ns if n <= 16384]
         # "on every seed the best of them reaches more than one and a half times the longest caches'
         # share of the roof" (runs on a 32 MiB-L3 EPYC and on CI: 0.97 to 1.41 against 0.43 to 0.6)
-        assert max(short) > 1.5 * max(roofed[1_048_576], roofed[2_097_152]), roofed
+        assert within("08: best short cache over the longest, share of roof",
+                      max(short) / max(roofed[1_048_576], roofed[2_097_152]), low=1.5), roofed
         # "fixed costs ... pull it back down: at 1,024 tokens ... from about 0.6 to 1.0 of the roof"
         # (0.92 to 1.01 and 0.63 on the EPYC, 0.64 on CI); the band is that spread, widened for noise.
         # "Above the memory roof in most of our runs" is a record of runs (the table prints this one's).
-        assert roofed[1024] < max(short) and 0.45 <= roofed[1024] <= 1.2, roofed
+        assert roofed[1024] < max(short), roofed
+        assert within("08: decode at 1,024 tokens, share of roof", roofed[1024], 0.45, 1.2), roofed
     assert 16384 * 64 * 4 * 2 == 8 * 2**20  # "at most 8 MiB of keys and values"
     assert all(abs(i - 0.5) < 0.001 for i in facts["decode_intensity"])  # "0.5 FLOP per byte"
     assert facts["prefill_intensity"] == [n / 4 for n in prefill_ns]  # "n/4 FLOPs per byte"

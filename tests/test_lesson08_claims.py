@@ -96,16 +96,16 @@ def test_activation_memory(facts):
 def test_measured_time_slopes(facts):
     assert facts["SEEDS"] == [0, 1, 2] and len(facts["seconds_by_seed"]) == 3
     # every seed, and the medians the tables show
-    for slope in [facts["time_slope"]] + [{name: runs[i] for name, runs in facts["time_slope_by_seed"].items()}
-                                          for i in range(3)]:
-        assert 1.7 <= slope["scores q kᵀ"] <= 2.4  # "close to 2 on every seed"
-        assert 1.8 <= slope["naive attention"] <= 2.8  # "near 2 as well, often a little above"
-        assert 1.7 <= slope["PyTorch's SDPA"] <= 2.5  # "its time is still quadratic (slope about 2)"
-        assert 0.75 <= slope["feed-forward block"] <= 1.25  # "slope about 1"
-    for mean_ratio in [facts["mean_time_ratio"]] + [{name: runs[i] for name, runs in facts["mean_time_ratio_by_seed"].items()}
-                                                    for i in range(3)]:
-        assert 3.0 <= mean_ratio["scores q kᵀ"] <= 5.0  # doubling n multiplies their time "by about 4"
-        assert 1.6 <= mean_ratio["feed-forward block"] <= 2.4  # "about doubles its time (about 2)"
+    slopes, ratios = facts["time_slope_by_seed"], facts["mean_time_ratio_by_seed"]
+    for name, band in {"scores q kᵀ": (1.7, 2.4),  # "close to 2 on every seed"
+                       "naive attention": (1.8, 2.8),  # "near 2 as well, often a little above"
+                       "PyTorch's SDPA": (1.7, 2.5),  # "its time is still quadratic (slope about 2)"
+                       "feed-forward block": (0.75, 1.25)}.items():  # "slope about 1"
+        assert within(f"08: time slope of {name}, median and 3 seeds", [facts["time_slope"][name], *slopes[name]], *band)
+    # doubling n multiplies the scores' time "by about 4" and "about doubles" the feed-forward block's
+    for name, band in {"scores q kᵀ": (3.0, 5.0), "feed-forward block": (1.6, 2.4)}.items():
+        assert within(f"08: time ratio per doubling of {name}, mean and 3 seeds",
+                      [facts["mean_time_ratio"][name], *ratios[name]], *band)
     # the geometric mean is the one ratio that gives the same growth over the whole range
     mean_ratio = facts["mean_time_ratio"]
     for name, ratios in facts["time_ratios"].items():
@@ -171,11 +171,11 @@ def test_prefill_and_decode_on_the_roofline(facts):
         # share of the roof" (runs on a 32 MiB-L3 EPYC and on CI: 0.97 to 1.41 against 0.43 to 0.6)
         assert within("08: best short cache over the longest, share of roof",
                       max(short) / max(roofed[1_048_576], roofed[2_097_152]), low=1.5), roofed
-        # "fixed costs ... pull it back down: at 1,024 tokens ... from about 0.6 to 1.0 of the roof"
-        # (0.92 to 1.01 and 0.63 on the EPYC, 0.64 on CI); the band is that spread, widened for noise.
-        # "Above the memory roof in most of our runs" is a record of runs (the table prints this one's).
-        assert roofed[1024] < max(short), roofed
-        assert within("08: decode at 1,024 tokens, share of roof", roofed[1024], 0.45, 1.2), roofed
+        # "its share of the roof varies most from run to run: at 1,024 tokens from about 0.6 to 1.5"
+        # (0.63 to 1.45 on the EPYC with and without another job, 0.64 on CI): that spread, widened
+        # for noise. "Above the memory roof in most of our runs" is a record of runs (the table
+        # prints this one's).
+        assert within("08: decode at 1,024 tokens, share of roof", roofed[1024], 0.45, 1.9), roofed
     assert 16384 * 64 * 4 * 2 == 8 * 2**20  # "at most 8 MiB of keys and values"
     assert all(abs(i - 0.5) < 0.001 for i in facts["decode_intensity"])  # "0.5 FLOP per byte"
     assert facts["prefill_intensity"] == [n / 4 for n in prefill_ns]  # "n/4 FLOPs per byte"
@@ -207,8 +207,9 @@ def test_a_million_tokens(facts):
 
 def test_linear_time_recurrence(facts):
     assert facts["recurrence_difference"] < 1e-12  # "agree to rounding error"
-    assert 0.8 <= facts["time_slope"]["linear attention, recurrent"] <= 1.2  # "slope about 1"
-    assert all(0.8 <= s <= 1.2 for s in facts["time_slope_by_seed"]["linear attention, recurrent"])
+    recurrent = "linear attention, recurrent"  # "slope about 1"
+    assert within("08: time slope of recurrent linear attention, median and 3 seeds",
+                  [facts["time_slope"][recurrent], *facts["time_slope_by_seed"][recurrent]], 0.8, 1.2)
     seconds = facts["seconds"]
     assert seconds["linear attention, recurrent"][0] > 3 * seconds["naive attention"][0]  # "far slower" at 256
 

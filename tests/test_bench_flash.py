@@ -310,7 +310,7 @@ def test_each_allocator_setting_runs_in_a_process_of_its_own(monkeypatch):
         return Done([{"impl": "naive", "n": 8, "median_s": 1.0, "error": None}])
 
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "123")
-    monkeypatch.setattr(bench.subprocess, "run", fake_run)
+    monkeypatch.setattr(bench.comparisons.subprocess, "run", fake_run)
     result = bench.allocator_comparison([8, 16], repeats=2, implementation="yours")
     assert list(result) == ["default", "memory reused"]
     assert seen[0][1] == {"MALLOC_MMAP_THRESHOLD_": None, "MALLOC_TRIM_THRESHOLD_": None}
@@ -328,7 +328,7 @@ def test_a_child_without_a_result_is_a_clear_error(monkeypatch):
         stdout = ""
         stderr = "Traceback ...\nImportError: no torch"
 
-    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: Done())
+    monkeypatch.setattr(bench.comparisons.subprocess, "run", lambda *a, **k: Done())
     with pytest.raises(RuntimeError, match="gave no result .exit 1.: Traceback"):
         bench.in_fresh_process(["cpu-times", "--ns", "8"])
 

@@ -127,11 +127,25 @@ def reference_module(lesson: Lesson):
         return importlib.import_module(f"attnlab.{lesson.modules[0]}")
 
 
+# The reference's answers are computed in this process, in the grading threads. Recipes seed and
+# read torch's global random generator (lesson 01's module_initialisation), which threads share: two
+# submissions computing them at once drew each other's numbers, and an honest learner lost a
+# lesson-01 case in a class graded with --jobs 2. One submission's reference calls at a time.
+_EXPECTED_LOCK = threading.Lock()
+
+
 def _expected(module, call: dict, arrays: dict) -> dict:
     out: dict[str, np.ndarray] = {}
     result = worker.run_call(module, call, arrays, out)
     result["arrays"] = out
     return result
+
+
+def expected_results(module, prepared: list[tuple[dict, dict]]) -> list[dict]:
+    """The reference ``module``'s answer to each prepared (call, arrays) pair, in order; computed
+    under ``_EXPECTED_LOCK``."""
+    with _EXPECTED_LOCK:
+        return [_expected(module, call, arrays) for call, arrays in prepared]
 
 
 def _compare(call: dict, expected: dict, got: dict, got_arrays: dict, arrays: dict) -> str:
@@ -239,9 +253,10 @@ def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, limits: sand
             _fail([i for i in pending if cases[i].target == culprit], why, cases, failed, result)
             pending = [i for i in pending if cases[i].target != culprit]
     failures: dict[str, str] = {}
+    expected_all = expected_results(reference, [prepared[index] for index in range(len(cases))])
     for index, case in enumerate(cases):
         call, arrays = prepared[index]
-        expected = _expected(reference, call, arrays)
+        expected = expected_all[index]
         answer, answer_arrays = got.get(index, ({"status": "none", "error": failed.get(index, "no answer")}, {}))
         why = _compare(call, expected, answer, answer_arrays, arrays)
         if why and case.grade_id not in failures:

@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--lesson", help="only this lesson (number or slug)")
     grade.add_argument("--cell-timeout", type=int, help="seconds a cell may run (default: the lesson's budget)")
     grade.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    grade.add_argument("--share-cores", action="store_true", help="give each submission's kernel and workers "
+                       "cores / jobs threads (OMP_NUM_THREADS and its kin) instead of torch's default")
     grade.add_argument("--submission-seconds", type=_seconds, help="time budget of one submission, notebook and "
                        "trusted checks together (default: the lesson's, 300 s unless autograder/budget.py says more)")
     _gradebook_options(grade)
@@ -117,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         from autograder.grade import Settings
         from autograder.grade import grade as run_grade
 
-        settings = Settings(cell_timeout=args.cell_timeout, submission_wall_s=args.submission_seconds)
+        from autograder.grade import threads_per_submission
+
+        settings = Settings(cell_timeout=args.cell_timeout, submission_wall_s=args.submission_seconds,
+                            threads=threads_per_submission(args.jobs) if args.share_cores else None)
         return run_grade(args.course, lesson(args.lesson).slug if args.lesson else None, jobs=args.jobs,
                          settings=settings, db_url=args.db_url, db_url_file=args.db_url_file)
     if args.command == "report":

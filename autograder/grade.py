@@ -166,7 +166,9 @@ class Settings:
     log_bytes: int = 1024 * 1024  # of nbgrader's log and of the kernel's own output, each
     db_url: str | None = None  # the gradebook (nbgrader's CourseDirectory.db_url); None: course/gradebook.db
     # CPU threads of each sandboxed kernel and worker (OpenMP, MKL, OpenBLAS: torch's and numpy's
-    # pools); None: the machine's cores shared among the submissions graded at once (``grade``)
+    # pools; ``threads_per_submission``, ``grade --share-cores``); None: torch's own default. Not the
+    # default yet: in the one full test run with a share of 1 thread, one kernel of 95 was killed by
+    # SIGABRT after its notebook had finished, a cause not yet found.
     threads: int | None = None
     _kernels: Path | None = None
 
@@ -579,8 +581,6 @@ def grade(course: Path, assignment: str | None = None, cell_timeout: int | None 
     environment's ``ATTNLAB_GRADEBOOK_URL``, nbgrader's own setting for the course, or
     course/gradebook.db."""
     settings = settings or Settings(cell_timeout=cell_timeout)
-    if settings.threads is None:
-        settings = replace(settings, threads=threads_per_submission(jobs))
     try:
         settings = replace(settings, db_url=gradebook_url.resolve(course, db_url or settings.db_url, db_url_file))
     except gradebook_url.GradebookURLError as error:

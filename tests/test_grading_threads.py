@@ -1,6 +1,6 @@
-"""Submissions graded at once share the machine's cores: each sandboxed kernel and trusted worker
-gets torch's and numpy's thread pools sized so that together they do not outnumber the cores
-(``autograder.grade.threads_per_submission``)."""
+"""With ``grade --share-cores``, submissions graded at once share the machine's cores: each
+sandboxed kernel and trusted worker gets torch's and numpy's thread pools sized so that together
+they do not outnumber the cores (``autograder.grade.threads_per_submission``)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_torch_in_that_environment_uses_the_threads_given():
         assert done.stdout.split() == [str(threads)]
 
 
-def test_grade_gives_each_submission_its_share_unless_the_settings_say(monkeypatch, tmp_path):
+def test_grade_passes_the_settings_threads_on(monkeypatch, tmp_path):
     seen = []
 
     def fake_grade_one(course, assignment, student, settings, lock):
@@ -52,4 +52,14 @@ def test_grade_gives_each_submission_its_share_unless_the_settings_say(monkeypat
     course = Path(tmp_path)
     grading.grade(course, "02_attention", jobs=2)
     grading.grade(course, "02_attention", jobs=2, settings=grading.Settings(threads=3))
-    assert seen == [grading.threads_per_submission(2), 3]
+    assert seen == [None, 3]  # torch's default unless told (--share-cores): see Settings.threads
+
+
+def test_the_command_line_shares_the_cores_when_asked(monkeypatch):
+    from autograder import __main__ as cli
+
+    seen = []
+    monkeypatch.setattr(grading, "grade", lambda course, assignment, jobs, settings, **kw: seen.append(settings.threads) or 0)
+    assert cli.main(["grade", "--jobs", "2", "--share-cores"]) == 0
+    assert cli.main(["grade", "--jobs", "2"]) == 0
+    assert seen == [grading.threads_per_submission(2), None]

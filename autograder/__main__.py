@@ -116,10 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         if warning:
             print(warning, file=sys.stderr)
     if args.command == "grade":
-        from autograder.grade import Settings
+        from autograder.grade import Settings, threads_per_submission
         from autograder.grade import grade as run_grade
-
-        from autograder.grade import threads_per_submission
 
         settings = Settings(cell_timeout=args.cell_timeout, submission_wall_s=args.submission_seconds,
                             threads=threads_per_submission(args.jobs) if args.share_cores else None)

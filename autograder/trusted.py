@@ -253,7 +253,7 @@ def score(lesson: Lesson, library: dict[str, bytes], scratch: Path, limits: sand
             _fail([i for i in pending if cases[i].target == culprit], why, cases, failed, result)
             pending = [i for i in pending if cases[i].target != culprit]
     failures: dict[str, str] = {}
-    expected_all = expected_results(reference, [prepared[index] for index in range(len(cases))])
+    expected_all = expected_results(reference, list(prepared.values()))  # in the cases' order
     for index, case in enumerate(cases):
         call, arrays = prepared[index]
         expected = expected_all[index]

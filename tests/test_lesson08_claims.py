@@ -96,16 +96,17 @@ def test_activation_memory(facts):
 def test_measured_time_slopes(facts):
     assert facts["SEEDS"] == [0, 1, 2] and len(facts["seconds_by_seed"]) == 3
     # every seed, and the medians the tables show
-    slopes, ratios = facts["time_slope_by_seed"], facts["mean_time_ratio_by_seed"]
+    slopes, ratios_by_seed = facts["time_slope_by_seed"], facts["mean_time_ratio_by_seed"]
     for name, band in {"scores q kᵀ": (1.7, 2.4),  # "close to 2 on every seed"
                        "naive attention": (1.8, 2.8),  # "near 2 as well, often a little above"
                        "PyTorch's SDPA": (1.7, 2.5),  # "its time is still quadratic (slope about 2)"
                        "feed-forward block": (0.75, 1.25)}.items():  # "slope about 1"
-        assert within(f"08: time slope of {name}, median and 3 seeds", [facts["time_slope"][name], *slopes[name]], *band)
+        assert within(f"08: time slope of {name}, median and 3 seeds",
+                      [facts["time_slope"][name], *slopes[name]], *band)
     # doubling n multiplies the scores' time "by about 4" and "about doubles" the feed-forward block's
     for name, band in {"scores q kᵀ": (3.0, 5.0), "feed-forward block": (1.6, 2.4)}.items():
         assert within(f"08: time ratio per doubling of {name}, mean and 3 seeds",
-                      [facts["mean_time_ratio"][name], *ratios[name]], *band)
+                      [facts["mean_time_ratio"][name], *ratios_by_seed[name]], *band)
     # the geometric mean is the one ratio that gives the same growth over the whole range
     mean_ratio = facts["mean_time_ratio"]
     for name, ratios in facts["time_ratios"].items():
@@ -161,8 +162,10 @@ def test_prefill_and_decode_on_the_roofline(facts):
     assert within("08: decode over prefill FLOP/s, 3 seeds", facts["decode_over_prefill"], high=0.12)
     assert decode_ns[-2:] == [1_048_576, 2_097_152]  # "the two longest caches, 1,048,576 and 2,097,152 tokens"
     assert [n * 64 * 4 * 2 for n in decode_ns[-2:]] == [512 * 2**20, 2**30]  # "512 MiB and 1 GiB of keys and values"
-    assert within("08: decode slope between the two longest caches", facts["decode_slope_longest"], 0.7, 1.4)  # "between 0.7 and 1.4 on every seed" (1.354 once on an idle EPYC)
-    assert within("08: decode slope over all caches", facts["decode_slope"], low=1.0)  # "comes out above 1" over the whole range
+    # "between 0.7 and 1.4 on every seed" (1.354 once on an idle EPYC)
+    assert within("08: decode slope between the two longest caches", facts["decode_slope_longest"], 0.7, 1.4)
+    # "comes out above 1" over the whole range
+    assert within("08: decode slope over all caches", facts["decode_slope"], low=1.0)
     for share in facts["decode_share_of_roof"]:
         roofed = dict(zip(decode_ns, share))
         assert roofed[1_048_576] < 1 and roofed[2_097_152] < 1  # "there its points lie under the memory roof"

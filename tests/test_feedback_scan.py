@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from nbgrader.api import Gradebook
 
 from autograder import feedback as feedback_module
 from autograder import scrub, summary_page
-from autograder.course import Run
+from autograder.course import config_text
 from autograder.feedback import HIDDEN_FAILED, HIDDEN_PASSED, HideHiddenTests, feedback_for
 from autograder.leaks import environment_secrets, hidden_lines, leaks, page_leaks, page_text, scan_pages, secrets_for
 
@@ -267,15 +268,66 @@ def test_a_rendered_page_that_still_leaks_is_replaced_by_the_graders_own(tmp_pat
     autograded.mkdir(parents=True)
     nbformat.write(new_notebook(cells=[new_code_cell("x = 1")]), autograded / "demo.ipynb")
 
-    def render(course_dir, *args, env=None, timeout=None):
-        assert not [arg for arg in args if "pg-pass" in arg]
-        page = course_dir / "feedback" / "ada" / "99_demo" / "demo.html"
+    def render(assignment, student):
+        page = course / "feedback" / student / assignment / "demo.html"
         page.parent.mkdir(parents=True, exist_ok=True)
         page.write_text(f"<pre>{SECRET}</pre>")
-        return Run(0, "")
+        return True, ""
 
-    monkeypatch.setattr(feedback_module, "nbgrader", render)
-    assert feedback_for(course, "99_demo", "ada", ["demo"], secrets_for(course, "99_demo"), url)
+    assert feedback_for(course, "99_demo", "ada", ["demo"], secrets_for(course, "99_demo"), url, render)
     page = (course / "feedback" / "ada" / "99_demo" / "demo.html").read_text()
     assert page_leaks(page, {SECRET: SECRET}) == []
     assert "would have shown text the grader keeps hidden" in page_text(page) and "(Score: 1.0 / 6.0)" in page_text(page)
+
+
+def _autograded_demo(course):
+    """ada's autograded notebook: her function, and the hidden-test cell with the grader's verdict."""
+    autograded = course / "autograded" / "ada" / "99_demo"
+    autograded.mkdir(parents=True)
+    hidden = f"# Hidden tests for f\n### BEGIN HIDDEN TESTS\n{MARKER}\n{SECRET}\n### END HIDDEN TESTS"
+    verdict = new_output("stream", name="stdout", text="Trusted check: passed (6 cases)")
+    cells = [new_code_cell("def f(x):\n    return x  # ada's answer"),
+             new_code_cell(hidden, metadata={"nbgrader": {**META["nbgrader"], "grade_id": "f_hidden", "points": 2}},
+                           outputs=[verdict])]
+    nbformat.write(new_notebook(cells=cells), autograded / "demo.ipynb")
+    (autograded / "timestamp.txt").write_text("2024-01-01 00:00:00.000000 UTC")
+
+
+def test_nbgrader_renders_the_page_in_this_process_with_the_courses_settings(tmp_path, alembic_on_path, capsys,
+                                                                             monkeypatch):
+    """The real renderer: nbgrader's own feedback page, made with the course's preprocessors (the
+    hidden region gone, the verdict kept) and the gradebook's scores; no nbgrader command is started."""
+    course, url = _demo_course(tmp_path)
+    (course / "nbgrader_config.py").write_text(config_text())
+    _autograded_demo(course)
+    render = feedback_module.nbgrader_renderer(course, url)
+
+    def no_command(*args, **kwargs):
+        raise AssertionError(f"a command was started: {args}")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(subprocess, "Popen", no_command)
+        assert render("99_demo", "ada")[0]
+    page = (course / "feedback" / "ada" / "99_demo" / "demo.html").read_text()
+    assert "ada&#39;s answer" in page or "ada's answer" in page_text(page)
+    assert "Trusted check: passed (6 cases)" in page_text(page)
+    assert not page_leaks(page, secrets_for(course, "99_demo"))
+    # and through feedback_for, which checks the page and keeps it (no grader's page)
+    assert feedback_for(course, "99_demo", "ada", ["demo"], secrets_for(course, "99_demo"), url, render)
+    assert "the grader's own page" not in capsys.readouterr().out
+    assert "ada's answer" in page_text((course / "feedback" / "ada" / "99_demo" / "demo.html").read_text())
+
+
+def test_a_page_nbgrader_fails_to_render_is_reported_and_the_graders_own_page_replaces_it(tmp_path, alembic_on_path,
+                                                                                           capsys):
+    course, url = _demo_course(tmp_path)
+    _autograded_demo(course)
+
+    def fails(assignment, student):
+        return False, "[ERROR] There was an error processing assignment\nValueError: the exporter broke"
+
+    assert feedback_for(course, "99_demo", "ada", ["demo"], secrets_for(course, "99_demo"), url, fails)
+    out = capsys.readouterr().out
+    assert "99_demo ada: nbgrader generate_feedback failed: ValueError: the exporter broke" in out
+    text = page_text((course / "feedback" / "ada" / "99_demo" / "demo.html").read_text())
+    assert "could not turn your demo.ipynb into a page" in text and "(Score: 1.0 / 6.0)" in text

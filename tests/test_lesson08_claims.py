@@ -10,6 +10,7 @@ with tolerances that such a machine keeps. Memory and counts are exact or nearly
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 
@@ -162,8 +163,11 @@ def test_prefill_and_decode_on_the_roofline(facts):
     assert within("08: decode over prefill FLOP/s, 3 seeds", facts["decode_over_prefill"], high=0.12)
     assert decode_ns[-2:] == [1_048_576, 2_097_152]  # "the two longest caches, 1,048,576 and 2,097,152 tokens"
     assert [n * 64 * 4 * 2 for n in decode_ns[-2:]] == [512 * 2**20, 2**30]  # "512 MiB and 1 GiB of keys and values"
-    # "between 0.7 and 1.4 on every seed" (1.354 once on an idle EPYC)
-    assert within("08: decode slope between the two longest caches", facts["decode_slope_longest"], 0.7, 1.4)
+    # "close to 1 ... their median came out between 0.9 and 1.3 in our runs ... single seeds went from
+    # 0.75 to 1.65" (1.05, 1.23, 1.63 in one full run on a 32 MiB-L3 EPYC)
+    assert within("08: decode slope between the two longest caches, median of 3 seeds",
+                  statistics.median(facts["decode_slope_longest"]), 0.8, 1.4)
+    assert within("08: decode slope between the two longest caches, each seed", facts["decode_slope_longest"], 0.6, 1.8)
     # "comes out above 1" over the whole range
     assert within("08: decode slope over all caches", facts["decode_slope"], low=1.0)
     for share in facts["decode_share_of_roof"]:
@@ -317,7 +321,7 @@ def test_the_quiz_states_the_lessons_numbers(facts):
     overtakes = facts["overtake_over_predicted"]
     assert all(n < s for n, s in zip(overtakes["naive attention"], overtakes["PyTorch's SDPA"]))
     assert "in proportion to a cache held in main memory" in question("A model with a KV cache")
-    assert all(0.7 <= s <= 1.4 for s in facts["decode_slope_longest"])
+    assert 0.8 <= statistics.median(facts["decode_slope_longest"]) <= 1.4
     decode = question("Why did one decode step")
     assert "only about a tenth of prefill's FLOP/s, or less" in decode and all(r < 0.12 for r in facts["decode_over_prefill"])
     assert "About 0.5 FLOP per byte" in decode and "one head of 64" in decode

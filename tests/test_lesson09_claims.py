@@ -209,8 +209,8 @@ def test_fresh_memory_is_what_the_default_allocator_adds_to_naive_attention(fact
         # "With the default allocator it faults on every page of S and P"
         pages = 2 * 4 * n * n / 4096
         assert abs(faults["default"]["naive"][n] - pages) < 0.05 * pages, n
-        # "those faults ... predict most of its extra time"
-        assert 0.5 <= by_n(facts["fault_prediction"])[n] <= 1.3, (n, facts["fault_prediction"])
+        # "those faults ... predict its extra time within a factor of two" (1.47 to 1.74 in one full run)
+        assert 0.5 <= by_n(facts["fault_prediction"])[n] <= 2, (n, facts["fault_prediction"])
         # "The tiled version's time changes far less"
         assert abs(facts["tiled_extra_ms"][str(n)]) < 0.35 * facts["naive_extra_ms"][str(n)], n
         # "SDPA ... pays almost no page faults under either setting"
@@ -322,13 +322,15 @@ def test_the_written_prompt_prints_the_learners_own_numbers(run):
 def test_the_model_answer_agrees_with_the_measurements(facts, allocator):
     ns, ms, faults, tiled = allocator
     # "at n = 4096 that was about 33,000 page faults per call, every page of both, at about a
-    # microsecond each, which accounts for most of its extra time"
+    # microsecond each, which accounts for its extra time within a factor of two"
     assert 32_000 < faults["default"]["naive"][4096] < 34_500
     assert 0.5 < facts["us_per_fault"] < 2
-    assert by_n(facts["fault_prediction"])[4096] >= 0.5
-    # "With memory reused its page faults dropped to zero and it got faster by a third or more"
+    assert 0.5 <= by_n(facts["fault_prediction"])[4096] <= 2
+    # "With memory reused its page faults dropped to zero and it got faster by a fifth or more"
+    # (0.74 of the time in one full run, two thirds or less in others)
     assert faults["memory reused"]["naive"][4096] < 100
-    assert ms["memory reused"]["naive"][4096] <= 0.67 * ms["default"]["naive"][4096]
+    assert within("09: naive time with memory reused over the default allocator's, n = 4096",
+                  ms["memory reused"]["naive"][4096] / ms["default"]["naive"][4096], high=0.8)
     # "it was small and went either way: with memory reused, naive attention took from about 0.8 to
     # 1.1 times the tiled version's time on the machines and runs measured": 0.83 to 0.94 on a
     # 32 MiB-L3 EPYC, 0.96 to 1.05 on the course's earlier machines

@@ -113,6 +113,21 @@ def test_the_command_writes_nothing_into_the_package_for_other_weights(monkeypat
     assert "DIFFERENT from the shipped course model's" in out and "not written" in out
 
 
+def test_other_weights_writes_a_record_that_says_it_describes_a_retrain(monkeypatch, recorded, tmp_path, capsys):
+    from attnlab.zoo import __main__ as command
+
+    _, record, states = recorded
+    monkeypatch.setattr(command.phase, "record_phase_change",
+                        lambda config: (None, {**record, "weights_sha256": "0" * 64}, states))
+    monkeypatch.setattr(command.phase, "RECORD", tmp_path / "phase_change.json")
+    monkeypatch.setattr(command.phase, "CHECKPOINTS", tmp_path / "phase_checkpoints.pt")
+    assert command.record_phase(None, None, other_weights=True) == 0
+    written = phase.load_record(tmp_path / "phase_change.json")
+    assert written["matches_course_model"] is False and written["weights_sha256"] == "0" * 64
+    assert written["course_model_sha256"] == zoo.metadata()["weights_sha256"]
+    assert "a record of a retrain whose weights differ" in capsys.readouterr().out
+
+
 def test_the_settings_survive_json():
     settings = replace(phase.PhaseConfig(), every=10)
     import dataclasses

@@ -7,6 +7,8 @@
     python -m attnlab.zoo phase                  # retrain, recording the induction-head phase change:
                                                  # writes src/attnlab/zoo/phase_change.json and
                                                  # phase_checkpoints.pt (the weights must come out the same)
+    python -m attnlab.zoo phase --other-weights  # ... even where this processor rounds differently, the
+                                                 # record saying so (its weights' hash and the shipped one)
 
 The course model is trained on the course's reference modules (``attnlab.use_reference``), so
 that it never depends on a learner's code.
@@ -106,16 +108,20 @@ def evaluate(update: bool) -> int:
     return 0
 
 
-def record_phase(out_dir: Path | None, keep_all: Path | None) -> int:
+def record_phase(out_dir: Path | None, keep_all: Path | None, other_weights: bool = False) -> int:
     """Retrain the course model with its configuration, recording the phase change; write the
-    record and the checkpoints around it. The retrained weights must be the shipped ones: if they
-    differ (another torch, another machine), nothing is written into the package."""
+    record and the checkpoints around it. The retrained weights should be the shipped ones; where
+    they differ (another torch, another processor rounding sums in another order), nothing is written
+    into the package unless ``other_weights`` says to, and the record says that it describes a
+    retrain with the course model's recipe and seed, not the shipped bits ("matches_course_model":
+    false, "course_model_sha256")."""
     _references()
     meta = metadata()
     config = ZooConfig.from_dict(meta["config"])
     _, record, states = phase.record_phase_change(config)
     same = record["weights_sha256"] == meta["weights_sha256"]
     record["matches_course_model"] = same
+    record["course_model_sha256"] = meta["weights_sha256"]
     if keep_all is not None:
         keep_all.mkdir(parents=True, exist_ok=True)
         for step, state in states.items():
@@ -129,14 +135,16 @@ def record_phase(out_dir: Path | None, keep_all: Path | None) -> int:
     print(f"strongest induction head L{formed['head'][0]}H{formed['head'][1]}: score {formed['start']:.3f} at step 0, "
           f"{formed['end']:.3f} at the end; " + ", ".join(f"{f:.0%} of its rise by step {s}"
                                                            for f, s in formed["steps"].items()))
-    if not same and out_dir is None:
-        print("not written: the record must describe the shipped weights (retrain them first, or use --out-dir)")
+    if not same and out_dir is None and not other_weights:
+        print("not written: the record must describe the shipped weights (retrain them first, use --out-dir, "
+              "or --other-weights for a record that says it describes a retrain)")
         return 1
     record_path.parent.mkdir(parents=True, exist_ok=True)
     phase.save_record(record, phase.checkpoint_states(record, states), record_path, checkpoints_path)
     print(f"wrote {record_path} ({record_path.stat().st_size / 1e3:.0f} kB) and {checkpoints_path} "
-          f"({checkpoints_path.stat().st_size / 1e6:.2f} MB)")
-    return 0 if same else 1
+          f"({checkpoints_path.stat().st_size / 1e6:.2f} MB)" + ("" if same else ": a record of a retrain whose "
+                                                                  "weights differ from the shipped ones"))
+    return 0 if same or other_weights else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,9 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     change = commands.add_parser("phase", help="retrain, recording the induction-head phase change")
     change.add_argument("--out-dir", type=Path, default=None, help="write here instead of the package")
     change.add_argument("--keep-all", type=Path, default=None, help="also save every measured step's weights here")
+    change.add_argument("--other-weights", action="store_true",
+                        help="write into the package even if the retrained weights differ from the shipped ones "
+                             "(the record says so)")
     args = parser.parse_args(argv)
     if args.command == "phase":
-        return record_phase(args.out_dir, args.keep_all)
+        return record_phase(args.out_dir, args.keep_all, args.other_weights)
     return train(args.steps, args.out_dir) if args.command == "train" else evaluate(args.update)
 
 

@@ -421,3 +421,53 @@ def test_the_quiz_on_arenas_test_states_the_lessons_numbers(facts):
     assert f"more than {facts['arena_best_score']:.2f} of its weight" in text
     assert "Twice 48 is 96 words, within the 128-word windows" in text and facts["config"]["context"] == 128
     assert [o.correct for o in question.options] == [True, False, False, False]
+
+
+# ------------------------------------------------------------------ the phase change, from the record
+
+
+def test_the_phase_change_section_reads_the_shipped_record(facts):
+    from attnlab import zoo
+    from attnlab.zoo import phase
+
+    record = phase.load_record()
+    # "its final weights came out the shipped ones, bit for bit"; "every 20 steps"; "64 random lists"
+    assert record["matches_course_model"] is True and record["weights_sha256"] == zoo.metadata()["weights_sha256"]
+    assert record["phase"]["every"] == 20 and record["phase"]["lists"] == 64 and record["steps_done"] == 1600
+    assert facts["copying_from"] == 1120 and facts["copying_to"] == 1260 and facts["span"] == 140  # "1,120 to 1,260"
+    assert facts["previous_heads"][0] == [1, 1] and facts["previous_half_step"] <= 100     # "halfway ... within 100 steps"
+    assert facts["induction_while_waiting"] <= 0.21                                          # "to about 0.2 at most"
+    copied_before, copied_after = facts["phase_copied"]
+    assert round(copied_before, 2) == 0.60 and copied_after >= 0.95                          # "from 60% ... almost all"
+    assert copied_before > 0.5                                                               # "more than half"
+    second_before, second_after = facts["phase_second_half"]
+    assert round(second_before, 1) == 0.7 and second_after < 0.4                             # "about 0.7 to under 0.4"
+    assert second_after <= 0.5 * second_before                                               # "fell by half"
+    first_before, first_after = facts["phase_first_half"]
+    assert abs(first_after - first_before) < 0.1                                             # "barely moved"
+    for before, after in facts["phase_induction"].values():                    # "rose by 70% or more"
+        assert after / before >= 1.7 and before <= 0.21
+    val_before, val_after = facts["phase_validation"]
+    assert val_before - val_after > facts["validation_drop_before"] > 0                     # "fell more in those 140 steps"
+    assert facts["phase_in_context"][1] < facts["phase_in_context"][0] - 0.05              # "fell with it"
+    assert facts["phase_random_second_half"] > 12                                            # "over 12 nats per word"
+    # the two checkpoints: "step 200 ... no working induction head, step 1,280 both"
+    assert record["checkpoints"] == [200, 1280]
+    points = {p["step"]: p for p in record["points"]}
+    for step, copied in facts["checkpoint_copied"].items():                                 # float16 weights
+        assert abs(copied - points[int(step)]["lists"]["copied"]) <= 0.03, step
+    assert facts["checkpoint_copied"]["200"] < 0.1 and facts["checkpoint_copied"]["1280"] > 0.9
+    assert points[200]["lists"]["previous_token"][1][1] > 0.5
+    assert points[1300]["lists"]["copied"] >= 0.98                                           # quiz: "by step 1,300"
+    text = prose()
+    for quoted in ("from step 1,120 to step 1,260 of 1,600", "went from 60% of the items", "fell more in those 140 steps than in the 280"):
+        assert " ".join(quoted.split()) in " ".join(text.split()), quoted
+
+
+def test_the_quiz_on_the_phase_change_states_the_records_numbers(facts):
+    (quiz,) = lesson_quizzes(find_lesson("04"))
+    (question,) = [q for q in quiz.questions if q.prompt.startswith("The course model's training was recorded")]
+    text = " ".join([question.prompt] + [f"{o.text} {o.explain}" for o in question.options])
+    assert [o.correct for o in question.options] == [True, False, False, False]
+    assert f"From step {facts['copying_from']:,} to {facts['copying_to']:,} of 1,600" in text
+    assert f"about {facts['span']} steps" in text and f"{facts['phase_copied'][0]:.0%} of the items" in text

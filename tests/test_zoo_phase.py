@@ -1,8 +1,9 @@
 """Recording the phase change (attnlab.zoo.phase): measuring the course model while it trains does
 not change its training (the same losses and weights, bit for bit), the record holds a point every
 ``every`` steps, its checkpoints round-trip through float16, ``formation`` reads the rise of the
-strongest induction head, and ``python -m attnlab.zoo phase`` refuses to write a record into the
-package unless the retrained weights are the shipped ones."""
+strongest induction head, ``python -m attnlab.zoo phase`` refuses to write a record into the
+package unless the retrained weights are the shipped ones, and the shipped record's first points
+come out again from a short retraining."""
 
 from __future__ import annotations
 
@@ -51,6 +52,30 @@ def test_measuring_while_training_changes_nothing(recorded, config):
         window = run["losses"][point["step"] - every:point["step"]]
         assert point["train_loss"] == pytest.approx(sum(window) / len(window), abs=1e-5)
     assert record["weights_sha256"] == zoo.training.state_sha256(plain.state_dict())
+
+
+def _numbers(value):
+    """Every number of a record's point, flattened in a fixed order."""
+    if isinstance(value, dict):
+        return [x for key in sorted(value) for x in _numbers(value[key])]
+    if isinstance(value, list):
+        return [x for item in value for x in _numbers(item)]
+    return [] if value is None else [float(value)]
+
+
+def test_a_short_retraining_reproduces_the_shipped_record(recorded):
+    """The first 40 steps retrained here give the shipped record's first points: every loss, score
+    and share (to 1e-3, which rounding in another processor's sums stays within early on; on the
+    machine that made the record they came out equal), and the same probes."""
+    _, record, _ = recorded
+    shipped = phase.load_record()
+    assert shipped["probes_sha256"] == record["probes_sha256"]
+    assert phase.PhaseConfig.from_dict(shipped["phase"]) == phase.PhaseConfig.from_dict(record["phase"])
+    for mine, theirs in zip(record["points"], shipped["points"]):
+        assert mine["step"] == theirs["step"]
+        a, b = _numbers(mine), _numbers(theirs)
+        assert len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) <= 1e-3, mine["step"]
+    assert len(record["points"]) == STEPS // record["phase"]["every"] + 1
 
 
 def test_a_point_holds_every_measurement(recorded):

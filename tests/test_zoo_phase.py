@@ -126,6 +126,16 @@ def test_formation_reads_the_rise_of_the_strongest_induction_head():
     assert found["steps"] == {0.2: 80, 0.8: 100}        # 0.05 + 0.2 * 0.4 = 0.13, 0.05 + 0.8 * 0.4 = 0.37
 
 
+def test_the_checkpoints_bracket_the_stretch_in_which_copying_was_learned():
+    copied = [0.0, 0.1, 0.3, 0.55, 0.7, 0.9, 0.96, 0.99]
+    record = {"points": [{"step": 20 * i, "lists": {"copied": c}} for i, c in enumerate(copied)]}
+    assert phase.copying_stretch(record) == (60, 120)    # the last step below 60%, the first at 95%
+    states = {20 * i: {"w": torch.full((2,), float(i)), "lm_head.weight": torch.zeros(2)} for i in range(len(copied))}
+    chosen = phase.checkpoint_states(record, states)
+    assert sorted(chosen) == [60, 120] and chosen[60]["w"].dtype == torch.float16 and "lm_head.weight" not in chosen[60]
+    assert phase.copying_stretch({"points": record["points"][:5]}) is None    # never reached 95%
+
+
 def test_the_command_writes_nothing_into_the_package_for_other_weights(monkeypatch, recorded, capsys):
     from attnlab.zoo import __main__ as command
 

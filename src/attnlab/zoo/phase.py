@@ -32,8 +32,8 @@ from torch import nn
 from attnlab.zoo import induction, inspect
 from attnlab.zoo.training import ZooConfig, build_model, state_sha256, train_course_model, validation_windows
 
-__all__ = ["CHECKPOINTS", "PhaseConfig", "RECORD", "checkpoint_model", "checkpoint_states", "formation",
-           "load_record", "measure", "probes", "record_phase_change", "save_record"]
+__all__ = ["CHECKPOINTS", "PhaseConfig", "RECORD", "checkpoint_model", "checkpoint_states", "copying_stretch",
+           "formation", "load_record", "measure", "probes", "record_phase_change", "save_record"]
 
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "phase_change.json"
@@ -54,7 +54,7 @@ class PhaseConfig:
     validation_windows: int = 32  # the first windows of zoo.validation_windows()
     early: tuple[int, int] = (10, 20)    # in-context score: loss on words 100-127 minus words 10-19
     late: tuple[int, int] = (100, 128)
-    checkpoint_fractions: tuple[float, ...] = (0.2, 0.8)  # see formation(): 2 float16 checkpoints, 3.3 MB
+    checkpoint_fractions: tuple[float, ...] = (0.2, 0.8)  # formation()'s (the checkpoints of a run too short to copy)
 
     @classmethod
     def from_dict(cls, values: dict) -> "PhaseConfig":
@@ -158,13 +158,26 @@ def formation(record: dict, fractions: tuple[float, ...] | None = None, probe: s
     return {"head": (layer, head), "start": start, "end": end, "steps": steps}
 
 
+def copying_stretch(record: dict, low: float = 0.6, high: float = 0.95) -> tuple[int, int] | None:
+    """The stretch of training in which the model learned to copy: (the last recorded step before
+    the share of list items copied right reached ``low``, the first step at which it reached
+    ``high``), or None if it never reached both."""
+    points = record["points"]
+    reached = [i for i, p in enumerate(points) if p["lists"]["copied"] >= low]
+    done = [p["step"] for p in points if p["lists"]["copied"] >= high]
+    if not reached or not done or reached[0] == 0:
+        return None
+    return points[reached[0] - 1]["step"], done[0]
+
+
 def checkpoint_states(record: dict, states: dict[int, dict]) -> dict[int, dict]:
-    """The state dicts to ship: one at each step of ``formation(record)``, in float16 (half the
-    size; the tied output weight is left out, it is the embedding's)."""
-    chosen = {}
-    for step in sorted(set(formation(record)["steps"].values())):
-        chosen[step] = {k: v.to(torch.float16) for k, v in states[step].items() if k != "lm_head.weight"}
-    return chosen
+    """The state dicts to ship: the weights at the two ends of ``copying_stretch(record)`` (or, in a
+    run too short to copy, at each step of ``formation(record)``), in float16 (half the size; the
+    tied output weight is left out, it is the embedding's)."""
+    stretch = copying_stretch(record)
+    steps = stretch if stretch is not None else sorted(set(formation(record)["steps"].values()))
+    return {step: {k: v.to(torch.float16) for k, v in states[step].items() if k != "lm_head.weight"}
+            for step in steps}
 
 
 def save_record(record: dict, checkpoints: dict[int, dict], record_path: Path = RECORD,

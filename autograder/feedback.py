@@ -12,7 +12,7 @@ or not) with a line saying it was removed.
 Pages are generated one submission at a time, so one that nbgrader cannot render stops no other.
 nbgrader renders them in this process, through its own API (``NbGraderAPI.generate_feedback``, as
 formgrader does), with the course's settings loaded once: a ``nbgrader generate_feedback`` command
-per submission spent 3 of its 4 seconds importing nbgrader (45 pages: 175 s, now 44 s). Then every
+per submission spent 3 of its 4 seconds importing nbgrader (45 pages: 175 s, now 49 s). Then every
 page is scanned again, data URIs included. A graded submission that has no page then
 (its notebook missing, not notebook JSON, stopped while graded, or nbgrader failed), or whose page
 still shows a secret, gets the grader's own page instead (``autograder.summary_page``): its scores

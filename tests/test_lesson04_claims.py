@@ -436,6 +436,9 @@ def test_the_phase_change_section_reads_the_shipped_record(facts):
     assert record["phase"]["every"] == 20 and record["phase"]["lists"] == 64 and record["steps_done"] == 1600
     assert facts["copying_from"] == 1120 and facts["copying_to"] == 1260 and facts["span"] == 140  # "1,120 to 1,260"
     assert facts["previous_heads"][0] == [1, 1] and facts["previous_half_step"] <= 100     # "halfway ... within 100 steps"
+    points = {p["step"]: p for p in record["points"]}
+    # "... while the loss was still falling fast everywhere"
+    assert points[100]["validation"]["loss"] < 0.5 * points[0]["validation"]["loss"]
     assert facts["induction_while_waiting"] <= 0.21                                          # "to about 0.2 at most"
     copied_before, copied_after = facts["phase_copied"]
     assert round(copied_before, 2) == 0.60 and copied_after >= 0.95                          # "from 60% ... almost all"
@@ -454,7 +457,6 @@ def test_the_phase_change_section_reads_the_shipped_record(facts):
     # "The weights at the two ends of the stretch, steps 1,120 and 1,260, ship with the record:
     # measured again, they copy what the record says they copied"
     assert record["checkpoints"] == [facts["copying_from"], facts["copying_to"]] == [1120, 1260]
-    points = {p["step"]: p for p in record["points"]}
     for step, copied in facts["checkpoint_copied"].items():                                 # float16 weights
         assert abs(copied - points[int(step)]["lists"]["copied"]) <= 0.03, step
     assert points[1300]["lists"]["copied"] >= 0.98                                           # quiz: "by step 1,300"

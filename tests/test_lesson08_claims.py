@@ -19,6 +19,8 @@ from tests.notebook_runs import solution_run
 from tests.test_course_quizzes import lesson_quizzes
 from tests.timed_claims import within
 
+ABOUT_A_TENTH = (0.1 / 1.5, 0.1 * 1.5)  # "about a tenth": within a factor of 1.5 of it
+
 
 @pytest.fixture(scope="module")
 def facts():
@@ -159,30 +161,37 @@ def test_prefill_and_decode_on_the_roofline(facts):
     assert len(facts["prefill_rate"]) == len(facts["decode_rate"]) == 3  # three seeds
     for share in facts["prefill_share_of_peak"]:  # "over half of it from 1,024 tokens on, on every seed"
         assert all(s > 0.5 for n, s in zip(prefill_ns, share) if n >= 1024) and all(s <= 1.05 for s in share)
-    # "about a tenth of prefill's FLOP/s or less on every seed" (0.095 to 0.103 on a 32 MiB-L3 EPYC)
-    assert within("08: decode over prefill FLOP/s, 3 seeds", facts["decode_over_prefill"], high=0.12)
+    # "about a tenth of prefill's FLOP/s on every seed (from 0.075 to 0.125 in our runs)" (24 seeds on a
+    # 32 MiB-L3 EPYC): about a tenth read as within a factor of 1.5 of it
+    assert within("08: decode over prefill FLOP/s, 3 seeds", facts["decode_over_prefill"], *ABOUT_A_TENTH)
     assert decode_ns[-2:] == [1_048_576, 2_097_152]  # "the two longest caches, 1,048,576 and 2,097,152 tokens"
     assert [n * 64 * 4 * 2 for n in decode_ns[-2:]] == [512 * 2**20, 2**30]  # "512 MiB and 1 GiB of keys and values"
-    # "close to 1 ... their median came out between 0.9 and 1.3 in our runs ... single seeds went from
-    # 0.75 to 1.65" (1.05, 1.23, 1.63 in one full run on a 32 MiB-L3 EPYC)
+    # "close to 1 ... their median came out between 0.95 and 1.1 in our runs; single seeds mostly between
+    # 0.9 and 1.1, the extremes 0.7 and 1.35" (ten runs on a 32 MiB-L3 EPYC, the two lengths timed in
+    # turn): bands widened for noise
     assert within("08: decode slope between the two longest caches, median of 3 seeds",
                   statistics.median(facts["decode_slope_longest"]), 0.8, 1.4)
     assert within("08: decode slope between the two longest caches, each seed", facts["decode_slope_longest"], 0.6, 1.8)
     # "comes out above 1" over the whole range
     assert within("08: decode slope over all caches", facts["decode_slope"], low=1.0)
+    short_over_longest = []
     for share in facts["decode_share_of_roof"]:
         roofed = dict(zip(decode_ns, share))
-        assert roofed[1_048_576] < 1 and roofed[2_097_152] < 1  # "there its points lie under the memory roof"
+        assert roofed[1_048_576] < 1 and roofed[2_097_152] < 1  # "their points lie under the memory roof"
         short = [roofed[n] for n in decode_ns if n <= 16384]
-        # "on every seed the best of them reaches more than one and a half times the longest caches'
-        # share of the roof" (runs on a 32 MiB-L3 EPYC and on CI: 0.97 to 1.41 against 0.43 to 0.6)
-        assert within("08: best short cache over the longest, share of roof",
-                      max(short) / max(roofed[1_048_576], roofed[2_097_152]), low=1.5), roofed
+        short_over_longest.append(max(short) / max(roofed[1_048_576], roofed[2_097_152]))
         # "its share of the roof varies most from run to run: at 1,024 tokens from about 0.6 to 1.5"
         # (0.63 to 1.45 on the EPYC with and without another job, 0.64 on CI): that spread, widened
         # for noise. "Above the memory roof in most of our runs" is a record of runs (the table
         # prints this one's).
         assert within("08: decode at 1,024 tokens, share of roof", roofed[1024], 0.45, 1.9), roofed
+    # "on every seed the best of them reaches a larger share of the roof than the longest caches do, on
+    # the median seed more than one and a half times as large (single seeds from about 1.5 to 2.7 times in our
+    # runs)": 1.48 to 2.71 over 15 seeds on a 32 MiB-L3 EPYC, best short share 0.92 to 1.41 against
+    # 0.54 to 0.64 for the longest; a seed whose short caches were evicted by another program is the low end
+    assert within("08: best short cache over the longest, share of roof, each seed", short_over_longest, low=1.0)
+    assert within("08: best short cache over the longest, share of roof, median of 3 seeds",
+                  statistics.median(short_over_longest), low=1.5)
     assert 16384 * 64 * 4 * 2 == 8 * 2**20  # "at most 8 MiB of keys and values"
     assert all(abs(i - 0.5) < 0.001 for i in facts["decode_intensity"])  # "0.5 FLOP per byte"
     assert facts["prefill_intensity"] == [n / 4 for n in prefill_ns]  # "n/4 FLOPs per byte"
@@ -323,7 +332,8 @@ def test_the_quiz_states_the_lessons_numbers(facts):
     assert "in proportion to a cache held in main memory" in question("A model with a KV cache")
     assert 0.8 <= statistics.median(facts["decode_slope_longest"]) <= 1.4
     decode = question("Why did one decode step")
-    assert "only about a tenth of prefill's FLOP/s, or less" in decode and all(r < 0.12 for r in facts["decode_over_prefill"])
+    assert "only about a tenth of prefill's FLOP/s on this CPU" in decode
+    assert all(ABOUT_A_TENTH[0] <= r <= ABOUT_A_TENTH[1] for r in facts["decode_over_prefill"])
     assert "About 0.5 FLOP per byte" in decode and "one head of 64" in decode
     assert "counted backward = 2 × forward exactly" in question("A transformer has N weights")
     assert set(facts["backward_over_forward"].values()) == {2.0}

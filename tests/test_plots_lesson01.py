@@ -128,6 +128,6 @@ def test_every_figure_fits_the_notebook_and_a_string_too_long_to_fit_is_refused(
 def test_the_interactive_alignment_is_quick(attention_model):
     import time
 
-    start = time.perf_counter()
+    start = time.process_time()
     plots.reversal_alignment(attention_model, "31415926535")
-    assert time.perf_counter() - start < 2.0  # well under a second on an idle machine
+    assert time.process_time() - start < 2.0  # CPU time, so other programs do not count: well under a second

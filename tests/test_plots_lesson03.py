@@ -90,9 +90,9 @@ def test_mask_explorer_redraws_with_the_controls(masking):
     before = _image(first)
     plt.close(first)
 
-    start = time.perf_counter()
+    start = time.process_time()
     second = view.redraw(n_q=8, n_k=5, left_padding=True, window=3)
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     assert second is not None, view.error
     assert view.redraws == 1
     shown = second.axes[0].images[0].get_array()
@@ -105,7 +105,7 @@ def test_mask_explorer_redraws_with_the_controls(masking):
     assert shown.tolist() == expected.double().tolist()
     assert "5 of 8 queries have nothing to see" in second._suptitle.get_text()
     assert _image(second).shape != before.shape or not np.array_equal(_image(second), before)
-    assert seconds < 2.0  # well under a second on an idle machine
+    assert seconds < 2.0  # CPU time, so other programs do not count: well under a second
     plt.close(second)
 
 

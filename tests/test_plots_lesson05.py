@@ -57,9 +57,9 @@ def marker(fig):
 
 def test_interactive_rope_figure_redraws_when_a_control_moves():
     view = rope_view()
-    start = time.perf_counter()
+    start = time.process_time()
     first = view.figure()
-    assert time.perf_counter() - start < 5  # "quickly": generous on a loaded 2-core machine
+    assert time.process_time() - start < 5  # "quickly": CPU time, generous for a slow machine
     labelled(first)
     before, title_before = png(first), first.axes[1].get_title()
     marker_before = marker(first).get_ydata()[0]

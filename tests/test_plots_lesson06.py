@@ -85,9 +85,9 @@ def test_neuron_viewer_redraws_with_the_controls():
     first = view.figure()
     _labelled(first)
     assert "× 1" in first.axes[-1].get_title()
-    start = time.perf_counter()
+    start = time.process_time()
     boosted = view.redraw(scale=3.0)
-    assert time.perf_counter() - start < 2.0  # well under a second on a quiet machine
+    assert time.process_time() - start < 2.0  # CPU time, so other programs do not count: well under a second
     assert "× 3" in boosted.axes[-1].get_title()
     assert first.axes[-1].get_xlim() == (0.0, 0.3)    # zoomed to its bars (largest 0.25), not 0 to 1
     assert _bar_widths(boosted) != _bar_widths(first)

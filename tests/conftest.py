@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.machine_load import LoadLog, Snapshot
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The tests that take minutes: they execute lesson notebooks, grade in the sandbox, build the course,
@@ -37,6 +39,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+LOAD = LoadLog()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test's wall clock and the machine's busy CPU time meanwhile (set-up and tear-down of
+    its fixtures included), added up per file for the summary."""
+    before = Snapshot.take()
+    yield
+    LOAD.record(Path(item.path).relative_to(ROOT).as_posix(), before, Snapshot.take())
+
+
 def pytest_terminal_summary(terminalreporter):
     from tests.timed_claims import RECORDED
 
@@ -45,6 +59,15 @@ def pytest_terminal_summary(terminalreporter):
                                    bold=True)
         for measured in RECORDED:
             terminalreporter.write_line(measured.line())
+    lines = LOAD.lines()
+    if lines:
+        terminalreporter.write_sep("=", "how busy the machine was (/proc/stat): where running tests side by side "
+                                   "could win (also in test-artifacts/machine-load.txt)", bold=True)
+        for line in lines:
+            terminalreporter.write_line(line)
+        artifacts = ROOT / "test-artifacts"
+        artifacts.mkdir(exist_ok=True)
+        (artifacts / "machine-load.txt").write_text("\n".join(LOAD.lines(top=len(LOAD.wall_s))) + "\n")
 
 
 def run_python(code: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -69,16 +69,19 @@ class LoadLog:
         wall = sum(self.wall_s[f] for f in files)
         return sum(self.busy_s[f] for f in files) / wall if wall > 0 else 0.0
 
+    def idle_core_s(self, file: str) -> float:
+        """Core-seconds no process used while ``file``'s tests ran."""
+        return max(0.0, self.cores * self.wall_s[file] - self.busy_s[file])
+
     def lines(self, top: int = 15) -> list[str]:
         """The summary: the whole run, then the ``top`` longest files with their idle core-seconds."""
         if not self.wall_s:
             return []
         wall = sum(self.wall_s.values())
-        idle = sum(max(0.0, self.cores * self.wall_s[f] - self.busy_s[f]) for f in self.wall_s)
+        idle = sum(self.idle_core_s(f) for f in self.wall_s)
         lines = [f"all tests: {wall:,.0f} s of wall clock, {self.busy_cores():.2f} of {self.cores} cores busy on "
                  f"average ({idle:,.0f} core-seconds idle); every process on the machine counts",
                  f"{'wall s':>8} {'cores busy':>10} {'idle core-s':>11}  file"]
         for file in sorted(self.wall_s, key=self.wall_s.get, reverse=True)[:top]:
-            spare = max(0.0, self.cores * self.wall_s[file] - self.busy_s[file])
-            lines.append(f"{self.wall_s[file]:8.0f} {self.busy_cores(file):10.2f} {spare:11.0f}  {file}")
+            lines.append(f"{self.wall_s[file]:8.0f} {self.busy_cores(file):10.2f} {self.idle_core_s(file):11.0f}  {file}")
         return lines

@@ -83,5 +83,6 @@ class LoadLog:
                  f"average ({idle:,.0f} core-seconds idle); every process on the machine counts",
                  f"{'wall s':>8} {'cores busy':>10} {'idle core-s':>11}  file"]
         for file in sorted(self.wall_s, key=self.wall_s.get, reverse=True)[:top]:
-            lines.append(f"{self.wall_s[file]:8.0f} {self.busy_cores(file):10.2f} {self.idle_core_s(file):11.0f}  {file}")
+            idle_s = self.idle_core_s(file)
+            lines.append(f"{self.wall_s[file]:8.0f} {self.busy_cores(file):10.2f} {idle_s:11.0f}  {file}")
         return lines

@@ -4,7 +4,6 @@ diagram, the roofline, and the GPU results."""
 from __future__ import annotations
 
 import math
-import time
 
 import matplotlib
 
@@ -18,6 +17,7 @@ import torch  # noqa: E402
 from attnlab import plots  # noqa: E402
 from attnlab.interactive import FigureView, choice, slider  # noqa: E402
 from attnlab.plots.lesson09 import SOFTMAX_ROW  # noqa: E402
+from tests.cpu_timing import cpu_seconds  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -98,11 +98,13 @@ def test_the_interactive_figure_redraws_when_a_control_moves():
                       "The online softmax, block by block")
     first = view.figure()
     title = first.axes[0].get_title()
-    start = time.process_time()
-    second = view.redraw(blocks_read=3)
-    assert time.process_time() - start < 0.5  # the brief's bound, in this process's CPU time: other programs do not count
+    second, seconds = cpu_seconds(view.redraw, blocks_read=3)
     assert view.redraws == 1 and view.error == ""
     assert second.axes[0].get_title() != title and "3 of 4 read" in second.axes[0].get_title()
+    # The brief's bound, 0.5 s, on the middle of three redraws, so that one pause of the test process
+    # does not decide it.
+    times = [seconds] + [cpu_seconds(view.redraw, blocks_read=blocks)[1] for blocks in (4, 3)]
+    assert sorted(times)[1] < 0.5, times
     third = view.redraw(block_size=6)
     assert "3 of 2 read" not in third.axes[0].get_title() and "2 of 2 read" in third.axes[0].get_title()
 

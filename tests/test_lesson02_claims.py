@@ -129,7 +129,7 @@ def test_batch_32_the_gru_is_faster_from_a_few_hundred_positions(facts):
     crossing = facts["recurrence_ns"]["32"].index(facts["crossover"]["32"])
     assert all(s < 1 for s in speedup[crossing:]), speedup          # and the GRU stays ahead after it
     assert _at(facts, "attention_speedup", 32, 512) < 1             # quiz: at 512 positions, batch 32
-    assert _at(facts, "attention_speedup", 32, 1024) < 0.5
+    assert _at(facts, "attention_speedup", 32, 512) < 0.5           # twice as fast at the longest length timed
 
 
 # ---------------------------------------------------------------- cells "path-length" and "path-length-read"

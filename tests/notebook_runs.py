@@ -230,19 +230,19 @@ def execute(path: Path, reference: bool, allow_errors: bool, timeout: int = 600,
     """
     import tempfile
 
-    saved = dict(os.environ)
-    for name in [name for name in os.environ if name.startswith("ATTNLAB_")]:
-        os.environ.pop(name)
+    # The kernel's environment is its own (this process's is left alone, so that two notebooks
+    # may run at once from two threads).
+    kernel_env = {name: value for name, value in os.environ.items() if not name.startswith("ATTNLAB_")}
     if reference:
-        os.environ["ATTNLAB_REFERENCE"] = "all"
+        kernel_env["ATTNLAB_REFERENCE"] = "all"
     # Figures as a learner sees them: the inline backend puts them into the outputs.
-    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    kernel_env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     ipython_dir = tempfile.TemporaryDirectory(prefix="attnlab-ipython-")
     startup = Path(ipython_dir.name) / "profile_default" / "startup"
     startup.mkdir(parents=True)
     (startup / "00-attnlab-figures.py").write_text(FIGURE_HOOK)
-    os.environ["IPYTHONDIR"] = ipython_dir.name
-    os.environ.update(env or {})
+    kernel_env["IPYTHONDIR"] = ipython_dir.name
+    kernel_env.update(env or {})
     try:
         notebook = nbformat.read(path, as_version=4) if notebook is None else notebook
         own = len(notebook.cells)
@@ -260,11 +260,9 @@ def execute(path: Path, reference: bool, allow_errors: bool, timeout: int = 600,
             resources={"metadata": {"path": str(path.parent)}}, on_cell_start=on_cell_start,
         )
         start = time.perf_counter()
-        client.execute()
+        client.execute(env=kernel_env)
         seconds = (ended[0] if ended else time.perf_counter()) - start
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
         ipython_dir.cleanup()
     found: dict = {}
     if facts:

@@ -3,7 +3,6 @@ when its controls move."""
 
 from __future__ import annotations
 
-
 import matplotlib
 
 matplotlib.use("Agg")

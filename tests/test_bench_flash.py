@@ -67,6 +67,16 @@ def test_time_calls_interleaves_the_calls_and_restores_threads():
         bench.time_calls({"a": lambda: None}, repeats=0)
 
 
+def test_time_calls_settles_a_short_call_right_before_each_timed_run():
+    import time
+
+    order = []
+    calls = {"short": lambda: order.append("short"), "long": lambda: (order.append("long"), time.sleep(0.03))}
+    bench.time_calls(calls, repeats=2, warmup=0, settle_below_s=0.02)
+    # the long call settles only before its first timed run, when no time is known yet
+    assert order == ["short", "short", "long", "long", "short", "short", "long"]
+
+
 def test_the_thread_clock_counts_only_the_threads_own_cpu_time():
     # Lesson 09 times its one-thread measurements with clock="thread" so that other programs
     # taking the core away do not count: a sleeping thread uses no CPU time, a working one does.
